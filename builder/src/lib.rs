@@ -1,0 +1,336 @@
+//! Compiles the `gpu` crate to PTX with rustc's own NVPTX backend. No CUDA toolkit is involved.
+//!
+//! `build_ptx` runs a nested `cargo rustc` of the installed `nightly` toolchain (kernels need
+//! `abi_ptx`, `asm_experimental_arch` and `-Zbuild-std=core`) for `nvptx64-nvidia-cuda`, in its
+//! own target directory and with the outer cargo's environment removed, and returns the path of
+//! the PTX module (the crate's LTO'd assembly). It then checks the PTX: a module that calls a
+//! function it does not define would fail to load on the GPU, so it is rejected here.
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// The toolchain the kernels are built with. The one installed on every machine of this project
+/// (rustc 1.97.0-nightly e50aa6fba 2026-05-19); a newer nightly works as long as `abi_ptx` does.
+pub const NIGHTLY: &str = "nightly";
+
+/// The PTX targets the host embeds: sm_75 (Turing `m8n8k16` port), sm_80 (m16n8k32 `mma`),
+/// sm_90 (Hopper). The host loads the newest one not above the device's compute capability.
+pub const ARCHS: [&str; 3] = ["sm_75", "sm_80", "sm_90"];
+
+/// What to build.
+#[derive(Clone, Debug)]
+pub struct Options {
+    /// The `gpu` crate's directory (holding its Cargo.toml).
+    pub crate_dir: PathBuf,
+    /// Target GPU, e.g. "sm_80".
+    pub arch: String,
+    /// Where the nested build keeps its target directory and where the .ptx is written.
+    pub out_dir: PathBuf,
+}
+
+/// Why a PTX build failed; `Display` says what to do.
+#[derive(Debug)]
+pub enum BuildError {
+    /// rustup (and so the nightly toolchain) cannot be run.
+    NoRustup(std::io::Error),
+    /// The nightly toolchain is not installed.
+    NoNightly(String),
+    /// rust-src is missing and could not be installed.
+    NoRustSrc(String),
+    /// The arch is not one we build.
+    BadArch(String),
+    /// rustc reported errors (its diagnostics were already printed, untouched).
+    Compile { arch: String, status: String },
+    /// The build succeeded but produced no assembly file where expected.
+    NoOutput(PathBuf),
+    /// The PTX calls a function it does not define, or declares an external one.
+    UndefinedCall { arch: String, names: Vec<String> },
+    Io(std::io::Error),
+}
+
+impl fmt::Display for BuildError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            BuildError::NoRustup(e) => write!(
+                f,
+                "the kernels are built with the `{NIGHTLY}` toolchain through rustup, but rustup \
+                 could not be run ({e}); install rustup from https://rustup.rs"
+            ),
+            BuildError::NoNightly(msg) => write!(
+                f,
+                "the kernels need the `{NIGHTLY}` toolchain, which is not installed ({msg}); \
+                 install it with `rustup toolchain install {NIGHTLY} --component rust-src`"
+            ),
+            BuildError::NoRustSrc(msg) => write!(
+                f,
+                "the nvptx build needs rust-src for the `{NIGHTLY}` toolchain (it builds `core` \
+                 from source); installing it failed ({msg}); install it with \
+                 `rustup component add rust-src --toolchain {NIGHTLY}`"
+            ),
+            BuildError::BadArch(a) => {
+                write!(f, "unknown PTX target {a:?}; the builder knows {ARCHS:?}")
+            }
+            BuildError::Compile { arch, status } => write!(
+                f,
+                "compiling the gpu crate for {arch} failed ({status}); rustc's messages are above"
+            ),
+            BuildError::NoOutput(p) => write!(
+                f,
+                "the nvptx build finished but wrote no assembly at {}",
+                p.display()
+            ),
+            BuildError::UndefinedCall { arch, names } => write!(
+                f,
+                "the {arch} PTX calls functions it does not define: {names:?}; the module would \
+                 not load. Make them #[inline(always)], or avoid the core function that needs them"
+            ),
+            BuildError::Io(e) => write!(f, "i/o error during the PTX build: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for BuildError {}
+
+impl From<std::io::Error> for BuildError {
+    fn from(e: std::io::Error) -> Self {
+        BuildError::Io(e)
+    }
+}
+
+/// `cfg` flags for an arch: `gpu_sm = "80"`, plus `gpu_sm80` on sm_80 and newer.
+fn arch_cfgs(arch: &str) -> Result<Vec<String>, BuildError> {
+    let n: u32 = arch
+        .strip_prefix("sm_")
+        .and_then(|s| s.parse().ok())
+        .filter(|_| ARCHS.contains(&arch))
+        .ok_or_else(|| BuildError::BadArch(arch.to_string()))?;
+    let mut v = vec!["--cfg".into(), format!("gpu_sm=\"{n}\"")];
+    if n >= 80 {
+        v.extend(["--cfg".into(), "gpu_sm80".into()]);
+    }
+    Ok(v)
+}
+
+/// A `rustup run nightly <tool>` command with the outer cargo's environment removed, so that the
+/// nested build is not steered by the outer one (its target dir lock, RUSTFLAGS, toolchain).
+fn nightly(tool: &str) -> Command {
+    let mut c = Command::new("rustup");
+    c.args(["run", NIGHTLY, tool]);
+    for (k, _) in std::env::vars_os() {
+        let k = k.to_string_lossy().into_owned();
+        let outer = (k.starts_with("CARGO") && k != "CARGO_HOME")
+            || k.starts_with("__CARGO")
+            || k.starts_with("RUSTC")
+            || k.starts_with("RUSTDOC")
+            || k == "RUSTFLAGS"
+            || k == "RUSTUP_TOOLCHAIN"
+            || matches!(
+                k.as_str(),
+                "TARGET" | "HOST" | "OUT_DIR" | "OPT_LEVEL" | "PROFILE" | "DEBUG" | "NUM_JOBS"
+            );
+        if outer {
+            c.env_remove(&k);
+        }
+    }
+    c
+}
+
+/// Checks that the nightly toolchain and its rust-src are there, installing rust-src if not.
+pub fn ensure_toolchain() -> Result<(), BuildError> {
+    let out = nightly("rustc")
+        .args(["--print", "sysroot"])
+        .output()
+        .map_err(BuildError::NoRustup)?;
+    if !out.status.success() {
+        return Err(BuildError::NoNightly(
+            String::from_utf8_lossy(&out.stderr).trim().to_string(),
+        ));
+    }
+    let sysroot = PathBuf::from(String::from_utf8_lossy(&out.stdout).trim());
+    let core_src = sysroot.join("lib/rustlib/src/rust/library/core/Cargo.toml");
+    if core_src.exists() {
+        return Ok(());
+    }
+    println!("cargo:warning=installing rust-src for the {NIGHTLY} toolchain (needed to build core for nvptx)");
+    let st = Command::new("rustup")
+        .args(["component", "add", "rust-src", "--toolchain", NIGHTLY])
+        .status()
+        .map_err(BuildError::NoRustup)?;
+    if !st.success() || !core_src.exists() {
+        return Err(BuildError::NoRustSrc(format!("rustup exited with {st}")));
+    }
+    Ok(())
+}
+
+/// Builds the PTX module for `opts.arch`; returns the path of the `.ptx` file in `out_dir`.
+pub fn build_ptx(opts: &Options) -> Result<PathBuf, BuildError> {
+    let cfgs = arch_cfgs(&opts.arch)?;
+    ensure_toolchain()?;
+    let target_dir = opts.out_dir.join(format!("target-{}", opts.arch));
+    let mut cmd = nightly("cargo");
+    cmd.arg("rustc")
+        .arg("--manifest-path")
+        .arg(opts.crate_dir.join("Cargo.toml"))
+        .args(["--lib", "--release", "--crate-type", "cdylib"])
+        .args(["--target", "nvptx64-nvidia-cuda"])
+        // core has no prebuilt nvptx64 build on rustup: build it from rust-src.
+        .arg("-Zbuild-std=core")
+        .arg("--target-dir")
+        .arg(&target_dir)
+        // One module with everything in it: fat LTO into a single codegen unit, and no
+        // unwinding (a device panic traps).
+        .args(["--config", "profile.release.lto=\"fat\""])
+        .args(["--config", "profile.release.codegen-units=1"])
+        .args(["--config", "profile.release.panic=\"abort\""])
+        .args(["--config", "profile.release.opt-level=3"])
+        .args(["--config", "profile.release.debug=false"])
+        .arg("--")
+        // The PTX is the assembly output; there is nothing to link.
+        .args(["--emit=asm", "-C", "linker=/bin/true"])
+        .args(["-C", &format!("target-cpu={}", opts.arch)])
+        .args(&cfgs);
+    let status = cmd.status().map_err(BuildError::NoRustup)?;
+    if !status.success() {
+        return Err(BuildError::Compile {
+            arch: opts.arch.clone(),
+            status: status.to_string(),
+        });
+    }
+    let asm = target_dir.join("nvptx64-nvidia-cuda/release/deps/gpu.s");
+    let ptx = std::fs::read_to_string(&asm).map_err(|_| BuildError::NoOutput(asm.clone()))?;
+    let names = undefined_calls(&ptx);
+    if !names.is_empty() {
+        return Err(BuildError::UndefinedCall {
+            arch: opts.arch.clone(),
+            names,
+        });
+    }
+    let out = opts.out_dir.join(format!("gpu_{}.ptx", opts.arch));
+    std::fs::write(&out, ptx)?;
+    Ok(out)
+}
+
+/// Names of functions the PTX declares `.extern` or calls without defining. Empty for a module
+/// that will load.
+pub fn undefined_calls(ptx: &str) -> Vec<String> {
+    let mut defined = Vec::new();
+    let mut bad = Vec::new();
+    let mut called = Vec::new();
+    let mut lines = ptx.lines().peekable();
+    while let Some(line) = lines.next() {
+        let t = line.trim();
+        if t.starts_with("//") {
+            continue;
+        }
+        if (t.contains(".func") || t.contains(".entry")) && !t.starts_with("call") {
+            let name = func_name(t, &mut lines);
+            if t.starts_with(".extern") {
+                bad.push(name);
+            } else {
+                defined.push(name);
+            }
+            continue;
+        }
+        if let Some(rest) = t.strip_prefix("call") {
+            // call[.uni] [(ret),] name, (args);   or   call name;
+            let rest = rest.trim_start_matches(".uni").trim();
+            let rest = if rest.starts_with('(') {
+                rest.split_once("),").map(|x| x.1).unwrap_or("")
+            } else {
+                rest
+            };
+            let name: String = rest
+                .trim()
+                .chars()
+                .take_while(|c| c.is_alphanumeric() || *c == '_' || *c == '$' || *c == '.')
+                .collect();
+            if !name.is_empty() {
+                called.push(name);
+            }
+        }
+    }
+    for c in called {
+        if !defined.contains(&c) && !bad.contains(&c) {
+            bad.push(c);
+        }
+    }
+    bad.sort();
+    bad.dedup();
+    bad
+}
+
+/// The function name of a `.func`/`.entry` header, which may continue on the next lines.
+fn func_name<'a>(first: &str, lines: &mut std::iter::Peekable<impl Iterator<Item = &'a str>>) -> String {
+    let mut text = first.to_string();
+    while !text.contains('(') && !text.trim_end().ends_with(';') {
+        match lines.next() {
+            Some(l) => {
+                text.push(' ');
+                text.push_str(l.trim());
+            }
+            None => break,
+        }
+    }
+    // The name is the last word before the parameter list '(' (after an optional return
+    // value list, which itself is in parentheses right after .func).
+    let after_kw = text
+        .split_once(".entry")
+        .or_else(|| text.split_once(".func"))
+        .map(|x| x.1)
+        .unwrap_or("")
+        .trim();
+    let after_ret = if after_kw.starts_with('(') {
+        after_kw.split_once(')').map(|x| x.1).unwrap_or("").trim()
+    } else {
+        after_kw
+    };
+    after_ret
+        .chars()
+        .take_while(|c| c.is_alphanumeric() || *c == '_' || *c == '$' || *c == '.')
+        .collect()
+}
+
+/// The workspace-level directory for nested PTX builds: `$CARGO_TARGET_DIR/ptx` or
+/// `<workspace>/target/ptx`, shared by debug and release builds of the host.
+pub fn default_out_dir(workspace_root: &Path) -> PathBuf {
+    std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| workspace_root.join("target"))
+        .join("ptx")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn finds_undefined_calls() {
+        let ptx = "
+.visible .entry k(
+.param .u64 p
+)
+{
+call.uni (retval0), helper, (param0);
+call.uni missing, (param0);
+}
+.func (.param .b32 r) helper(
+.param .b32 a
+)
+{ ret; }
+.extern .func ext_fn
+(
+.param .b64 x
+);
+";
+        assert_eq!(undefined_calls(ptx), vec!["ext_fn".to_string(), "missing".to_string()]);
+        assert!(undefined_calls(".visible .entry k()\n{\nret;\n}\n").is_empty());
+    }
+
+    #[test]
+    fn arch_flags() {
+        assert!(arch_cfgs("sm_60").is_err());
+        assert_eq!(arch_cfgs("sm_75").unwrap().len(), 2);
+        assert!(arch_cfgs("sm_90").unwrap().contains(&"gpu_sm80".to_string()));
+    }
+}

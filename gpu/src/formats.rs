@@ -1,0 +1,322 @@
+//! The eight weight formats decoded to MMQ's int8 form: for each 32-value group of a block, the
+//! 32 int8 values in natural K order (4 per u32, value k in byte k % 4 of word k / 4) and the f32
+//! scale(s) MMQ's tile loader produces (ggml-reference.md §2, §4). Every decoded weight is exactly
+//! `q * scale` (§2, "exactness property"), so `dequant` below is exact too.
+//!
+//! One source for kernels and the CPU reference. Indices into a block are masked to their range
+//! so that the GPU code has no bounds-check path.
+
+use crate::layout::{
+    BlockIq2S, BlockIq2Xs, BlockIq2Xxs, BlockIq3S, BlockIq3Xxs, BlockIq4Nl, BlockQ2_0, BlockQ8_0,
+    WType,
+};
+use crate::quant::f16_to_f32;
+use crate::tables::{
+    IQ2S_GRID, IQ2XS_GRID, IQ2XXS_GRID, IQ3S_GRID, IQ3XXS_GRID, KSIGNS_IQ2XS, KVALUES_IQ4NL,
+};
+
+/// A weight block of one of the eight formats.
+pub trait WeightBlock: Copy {
+    const WTYPE: WType;
+    /// 32-value groups per block.
+    const GROUPS: usize;
+    /// The int8 values of group `g` (values `32 g .. 32 g + 31` of the block), natural order.
+    fn group_q(&self, g: usize) -> [u32; 8];
+    /// The scales of group `g`: `[s, s]` for types with one scale per 32 values, `[first 16,
+    /// last 16]` for IQ2_XS / IQ2_S.
+    fn group_scales(&self, g: usize) -> [f32; 2];
+}
+
+/// Per-byte `a - b` (mod 256 in each byte, no borrow between bytes): CUDA's `__vsub4`.
+#[inline(always)]
+pub fn vsub4(a: u32, b: u32) -> u32 {
+    ((a | 0x8080_8080).wrapping_sub(b & 0x7f7f_7f7f)) ^ ((a ^ !b) & 0x8080_8080)
+}
+
+/// Spreads the low 4 bits of `s` to byte masks: byte m = 0xff if bit m is set, else 0.
+#[inline(always)]
+pub fn sign_mask4(s: u32) -> u32 {
+    ((s & 0xf).wrapping_mul(0x0020_4081) & 0x0101_0101).wrapping_mul(0xff)
+}
+
+/// Applies 4 sign bits to 4 unsigned grid bytes: byte m negated where bit m of `s` is set.
+#[inline(always)]
+pub fn apply_signs4(v: u32, s: u32) -> u32 {
+    let m = sign_mask4(s);
+    vsub4(v ^ m, m)
+}
+
+#[inline(always)]
+fn le_u32(b0: u8, b1: u8, b2: u8, b3: u8) -> u32 {
+    u32::from_le_bytes([b0, b1, b2, b3])
+}
+
+/// IQ2-style group of 8 values: a u64 grid entry and 8 sign bits -> 2 words.
+#[inline(always)]
+fn grid8(entry: u64, signs: u32) -> [u32; 2] {
+    [
+        apply_signs4(entry as u32, signs),
+        apply_signs4((entry >> 32) as u32, signs >> 4),
+    ]
+}
+
+impl WeightBlock for BlockQ8_0 {
+    const WTYPE: WType = WType::Q8_0;
+    const GROUPS: usize = 1;
+    #[inline(always)]
+    fn group_q(&self, _g: usize) -> [u32; 8] {
+        let q = &self.qs;
+        let mut w = [0u32; 8];
+        for (j, w) in w.iter_mut().enumerate() {
+            *w = le_u32(
+                q[4 * j] as u8,
+                q[4 * j + 1] as u8,
+                q[4 * j + 2] as u8,
+                q[4 * j + 3] as u8,
+            );
+        }
+        w
+    }
+    #[inline(always)]
+    fn group_scales(&self, _g: usize) -> [f32; 2] {
+        let d = f16_to_f32(self.d);
+        [d, d]
+    }
+}
+
+/// Four 2-bit codes of one Q2_0 byte -> four int8 `c - 1`.
+#[inline(always)]
+pub fn q2_0_expand(b: u8) -> u32 {
+    let b = b as u32;
+    let w = (b & 3) | ((b >> 2) & 3) << 8 | ((b >> 4) & 3) << 16 | ((b >> 6) & 3) << 24;
+    vsub4(w, 0x0101_0101)
+}
+
+impl WeightBlock for BlockQ2_0 {
+    const WTYPE: WType = WType::Q2_0;
+    const GROUPS: usize = 2;
+    #[inline(always)]
+    fn group_q(&self, g: usize) -> [u32; 8] {
+        let base = 8 * (g & 1);
+        let mut w = [0u32; 8];
+        for (j, w) in w.iter_mut().enumerate() {
+            *w = q2_0_expand(self.qs[base + j]);
+        }
+        w
+    }
+    #[inline(always)]
+    fn group_scales(&self, _g: usize) -> [f32; 2] {
+        let d = f16_to_f32(self.d);
+        [d, d]
+    }
+}
+
+impl WeightBlock for BlockIq4Nl {
+    const WTYPE: WType = WType::Iq4Nl;
+    const GROUPS: usize = 1;
+    #[inline(always)]
+    fn group_q(&self, _g: usize) -> [u32; 8] {
+        let q = &self.qs;
+        let kv = |n: u8| KVALUES_IQ4NL[(n & 15) as usize] as u8;
+        let mut w = [0u32; 8];
+        for j in 0..4 {
+            let b = [q[4 * j], q[4 * j + 1], q[4 * j + 2], q[4 * j + 3]];
+            w[j] = le_u32(kv(b[0]), kv(b[1]), kv(b[2]), kv(b[3]));
+            w[j + 4] = le_u32(kv(b[0] >> 4), kv(b[1] >> 4), kv(b[2] >> 4), kv(b[3] >> 4));
+        }
+        w
+    }
+    #[inline(always)]
+    fn group_scales(&self, _g: usize) -> [f32; 2] {
+        let d = f16_to_f32(self.d);
+        [d, d]
+    }
+}
+
+impl WeightBlock for BlockIq2Xxs {
+    const WTYPE: WType = WType::Iq2Xxs;
+    const GROUPS: usize = 8;
+    #[inline(always)]
+    fn group_q(&self, g: usize) -> [u32; 8] {
+        let o = 8 * (g & 7);
+        let q = &self.qs;
+        let aux = le_u32(q[o + 4], q[o + 5], q[o + 6], q[o + 7]);
+        let mut w = [0u32; 8];
+        for l in 0..4 {
+            let signs = KSIGNS_IQ2XS[((aux >> (7 * l)) & 127) as usize] as u32;
+            let [a, b] = grid8(IQ2XXS_GRID[q[o + l] as usize], signs);
+            w[2 * l] = a;
+            w[2 * l + 1] = b;
+        }
+        w
+    }
+    #[inline(always)]
+    fn group_scales(&self, g: usize) -> [f32; 2] {
+        let o = 8 * (g & 7);
+        let s = (self.qs[o + 7] >> 4) as u32;
+        // d * (0.5 + s) * 0.25 == d * (2 s + 1) / 8, exactly (16-bit product).
+        let v = f16_to_f32(self.d) * (2 * s + 1) as f32 * 0.125;
+        [v, v]
+    }
+}
+
+/// `d * (0.5 + s) * 0.25` for a 4-bit scale `s`: IQ2_XS / IQ2_S sub-scales (exact).
+#[inline(always)]
+fn iq2_sub_scale(d: f32, s: u8) -> f32 {
+    d * (2 * (s as u32 & 15) + 1) as f32 * 0.125
+}
+
+impl WeightBlock for BlockIq2Xs {
+    const WTYPE: WType = WType::Iq2Xs;
+    const GROUPS: usize = 8;
+    #[inline(always)]
+    fn group_q(&self, g: usize) -> [u32; 8] {
+        let o = 4 * (g & 7);
+        let mut w = [0u32; 8];
+        for l in 0..4 {
+            let q = self.qs[o + l] as u32;
+            let signs = KSIGNS_IQ2XS[(q >> 9) as usize & 127] as u32;
+            let [a, b] = grid8(IQ2XS_GRID[(q & 511) as usize], signs);
+            w[2 * l] = a;
+            w[2 * l + 1] = b;
+        }
+        w
+    }
+    #[inline(always)]
+    fn group_scales(&self, g: usize) -> [f32; 2] {
+        let d = f16_to_f32(self.d);
+        let s = self.scales[g & 7];
+        [iq2_sub_scale(d, s), iq2_sub_scale(d, s >> 4)]
+    }
+}
+
+impl WeightBlock for BlockIq2S {
+    const WTYPE: WType = WType::Iq2S;
+    const GROUPS: usize = 8;
+    #[inline(always)]
+    fn group_q(&self, g: usize) -> [u32; 8] {
+        let ib = g & 7;
+        let qh = self.qh[ib] as usize;
+        let mut w = [0u32; 8];
+        for l in 0..4 {
+            let idx = self.qs[4 * ib + l] as usize | ((qh >> (2 * l)) & 3) << 8;
+            let signs = self.qs[32 + 4 * ib + l] as u32;
+            let [a, b] = grid8(IQ2S_GRID[idx], signs);
+            w[2 * l] = a;
+            w[2 * l + 1] = b;
+        }
+        w
+    }
+    #[inline(always)]
+    fn group_scales(&self, g: usize) -> [f32; 2] {
+        let d = f16_to_f32(self.d);
+        let s = self.scales[g & 7];
+        [iq2_sub_scale(d, s), iq2_sub_scale(d, s >> 4)]
+    }
+}
+
+impl WeightBlock for BlockIq3Xxs {
+    const WTYPE: WType = WType::Iq3Xxs;
+    const GROUPS: usize = 8;
+    #[inline(always)]
+    fn group_q(&self, g: usize) -> [u32; 8] {
+        let ib = g & 7;
+        let q = &self.qs;
+        let o = 64 + 4 * ib;
+        let aux = le_u32(q[o], q[o + 1], q[o + 2], q[o + 3]);
+        let mut w = [0u32; 8];
+        for l in 0..4 {
+            let signs = KSIGNS_IQ2XS[((aux >> (7 * l)) & 127) as usize] as u32;
+            w[2 * l] = apply_signs4(IQ3XXS_GRID[q[8 * ib + 2 * l] as usize], signs);
+            w[2 * l + 1] = apply_signs4(IQ3XXS_GRID[q[8 * ib + 2 * l + 1] as usize], signs >> 4);
+        }
+        w
+    }
+    #[inline(always)]
+    fn group_scales(&self, g: usize) -> [f32; 2] {
+        let s = (self.qs[64 + 4 * (g & 7) + 3] >> 4) as u32;
+        // d * (0.5 + s) * 0.5 == d * (2 s + 1) / 4, exactly.
+        let v = f16_to_f32(self.d) * (2 * s + 1) as f32 * 0.25;
+        [v, v]
+    }
+}
+
+impl WeightBlock for BlockIq3S {
+    const WTYPE: WType = WType::Iq3S;
+    const GROUPS: usize = 8;
+    #[inline(always)]
+    fn group_q(&self, g: usize) -> [u32; 8] {
+        let ib = g & 7;
+        let qh = self.qh[ib] as usize;
+        let mut w = [0u32; 8];
+        for l in 0..4 {
+            let i0 = self.qs[8 * ib + 2 * l] as usize | ((qh >> (2 * l)) & 1) << 8;
+            let i1 = self.qs[8 * ib + 2 * l + 1] as usize | ((qh >> (2 * l + 1)) & 1) << 8;
+            let signs = self.signs[4 * ib + l] as u32;
+            w[2 * l] = apply_signs4(IQ3S_GRID[i0], signs);
+            w[2 * l + 1] = apply_signs4(IQ3S_GRID[i1], signs >> 4);
+        }
+        w
+    }
+    #[inline(always)]
+    fn group_scales(&self, g: usize) -> [f32; 2] {
+        let ib = g & 7;
+        let s = ((self.scales[ib / 2] >> (4 * (ib % 2))) & 15) as u32;
+        let v = f16_to_f32(self.d) * (1 + 2 * s) as f32;
+        [v, v]
+    }
+}
+
+/// The int8 value at position `k` (0..32) of a decoded group.
+#[inline(always)]
+pub fn word_value(w: &[u32; 8], k: usize) -> i8 {
+    (w[k / 4] >> (8 * (k % 4))) as u8 as i8
+}
+
+/// Dequantizes one block into `out` (`B::GROUPS * 32` values): `q * scale`, exact.
+pub fn dequant<B: WeightBlock>(b: &B, out: &mut [f32]) {
+    for g in 0..B::GROUPS {
+        let w = b.group_q(g);
+        let s = b.group_scales(g);
+        for k in 0..32 {
+            out[32 * g + k] = word_value(&w, k) as f32 * s[k / 16];
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn vsub4_is_bytewise() {
+        let mut s = 7u64;
+        for _ in 0..100_000 {
+            s = s.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            let (a, b) = ((s >> 32) as u32, s as u32);
+            let want = u32::from_le_bytes(core::array::from_fn(|i| {
+                a.to_le_bytes()[i].wrapping_sub(b.to_le_bytes()[i])
+            }));
+            assert_eq!(vsub4(a, b), want);
+        }
+    }
+
+    #[test]
+    fn signs_negate_bytes() {
+        for s in 0..16u32 {
+            let v = 0x2b19_0843u32;
+            let got = apply_signs4(v, s).to_le_bytes();
+            for m in 0..4 {
+                let b = v.to_le_bytes()[m] as i8;
+                let want = if s >> m & 1 == 1 { -b } else { b };
+                assert_eq!(got[m] as i8, want);
+            }
+        }
+    }
+
+    #[test]
+    fn q2_0_codes() {
+        // codes 0,1,2,3 -> -1,0,1,2 ; element 0 in the low bits
+        assert_eq!(q2_0_expand(0b11_10_01_00).to_le_bytes(), [0xff, 0, 1, 2]);
+    }
+}

@@ -1,0 +1,47 @@
+//! Probe kernels: tiny kernels that check one mechanism on the GPU (an asm wrapper, the ABI of a
+//! parameter struct) or emulate ggml's fast-math arithmetic for the README's comparison figures.
+//! Driven by tests/tests/probe.rs and host/src/ggml_emul.rs.
+
+use crate::layout::SwigluQuantParams;
+use crate::ptx::{ctaid_x, max_ftz, mul_ftz, rcp_approx_ftz, tid_x};
+use crate::quant::round_half_away;
+
+/// Writes its parameter struct back to `out`, so the host can see that field order and padding
+/// are the same on both sides. One thread.
+///
+/// # Safety
+/// `out` must point to one writable `SwigluQuantParams`.
+#[unsafe(no_mangle)]
+pub unsafe extern "ptx-kernel" fn probe_params_echo(p: SwigluQuantParams, out: *mut SwigluQuantParams) {
+    // SAFETY: the caller provides room for one struct.
+    unsafe { out.write(p) };
+}
+
+/// ggml's `quantize_mmq_q8_1` D4 arithmetic under `-use_fast_math` (ggml-reference.md §3.3):
+/// `d_inv = 127 * rcp.approx(amax)`, `q = roundf(x * d_inv)`, `d = rcp.approx(d_inv)`, all FTZ.
+/// One thread per 32-value group; writes the group's d and 32 int8.
+///
+/// # Safety
+/// `x` holds `n_groups * 32` f32, `d` `n_groups` f32, `q` `n_groups * 32` i8.
+#[unsafe(no_mangle)]
+pub unsafe extern "ptx-kernel" fn probe_ggml_q8_1(x: *const f32, n_groups: u32, d: *mut f32, q: *mut i8) {
+    let g = ctaid_x() * 128 + tid_x();
+    if g >= n_groups {
+        return;
+    }
+    // SAFETY: g < n_groups; the buffers hold n_groups groups.
+    unsafe {
+        let x = x.add(32 * g as usize);
+        let mut amax = 0.0f32;
+        for k in 0..32 {
+            amax = max_ftz(amax, crate::quant::abs(*x.add(k)));
+        }
+        let d_inv = mul_ftz(127.0, rcp_approx_ftz(amax));
+        for k in 0..32 {
+            let v = mul_ftz(*x.add(k), d_inv);
+            let r = if v > 127.0 { 127.0 } else if v < -127.0 { -127.0 } else { v };
+            *q.add(32 * g as usize + k) = round_half_away(r) as i8;
+        }
+        *d.add(g as usize) = rcp_approx_ftz(d_inv);
+    }
+}

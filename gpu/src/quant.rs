@@ -1,0 +1,295 @@
+//! Scalar numeric rules that kernels and the CPU reference must apply identically.
+//!
+//! Every function here is plain IEEE f32 arithmetic (round to nearest even, subnormals kept, no
+//! contraction: rustc emits `mul.rn`/`add.rn`/`div.rn` on the GPU and SSE scalar ops on the host)
+//! with `fma` only where it is written. Compiled once for each side from this one source, so the
+//! GPU and the CPU produce the same bits.
+//!
+//! Where ggml's CUDA build differs (it is compiled with `-use_fast_math`: approximate reciprocal
+//! and `ex2`, flush-to-zero; ggml-reference.md §3.3, §8.3, §11) this is noted at the function;
+//! README.md gives the measured size of the difference.
+
+/// `a * b + c` with a single rounding (`fma.rn.f32` on the GPU, libm's exact `fmaf` on the host).
+#[inline(always)]
+pub fn fma(a: f32, b: f32, c: f32) -> f32 {
+    #[cfg(target_arch = "nvptx64")]
+    {
+        core::f32::math::mul_add(a, b, c)
+    }
+    #[cfg(not(target_arch = "nvptx64"))]
+    {
+        a.mul_add(b, c)
+    }
+}
+
+/// |x|, by clearing the sign bit (NaN stays NaN).
+#[inline(always)]
+pub fn abs(x: f32) -> f32 {
+    f32::from_bits(x.to_bits() & 0x7fff_ffff)
+}
+
+/// Rounds to the nearest integer, halves away from zero (C's `roundf`), for |v| <= 2^23 (larger
+/// magnitudes are clamped to 2^23 first); NaN gives 0 (as CUDA's float-to-int conversion does).
+///
+/// `v - trunc(v)` is exact for |v| < 2^23, so the comparison with 0.5 decides ties exactly.
+/// Branch-free: the GPU evaluates it with selects, no divergence.
+#[inline(always)]
+pub fn round_half_away(v: f32) -> i32 {
+    let v = if v.is_nan() { 0.0 } else { v };
+    let v = v.clamp(-8_388_608.0, 8_388_608.0);
+    // SAFETY: v is finite and |v| <= 2^23, so it converts (toward zero) without overflow.
+    let t = unsafe { v.to_int_unchecked::<i32>() };
+    let frac = v - t as f32;
+    t + (frac >= 0.5) as i32 - (frac <= -0.5) as i32
+}
+
+/// 2^k as f32 for -126 <= k <= 127 (exact, built from its bits).
+#[inline(always)]
+fn pow2i(k: i32) -> f32 {
+    f32::from_bits(((k + 127) as u32) << 23)
+}
+
+/// `e^x` in f32, deterministic on both sides and branch-free: Cody-Waite reduction
+/// `x = n ln2 + r` (n by the 1.5 * 2^23 shifter, ties to even) with two `fma`s, a degree-7
+/// polynomial for `e^r` on |r| <= ln2/2 evaluated by Horner with `fma` (coefficients of Cephes'
+/// `expf`), then scaling by 2^n as two multiplications by 2^(n/2): the first is exact, the second
+/// rounds once, so overflow gives +inf and the subnormal range is rounded once. The input is
+/// clamped to [-104, 89] first (e^-104 rounds to 0, e^89 overflows). Error under 2 ulp over the
+/// whole range (checked against f64 in the tests); NaN returns NaN.
+///
+/// ggml's CUDA build uses `ex2.approx.ftz(x * log2 e)` instead (ggml-reference.md §8.3).
+#[inline(always)]
+pub fn exp(x: f32) -> f32 {
+    const LOG2E: f32 = core::f32::consts::LOG2_E;
+    const SHIFTER: f32 = 12_582_912.0;
+    // ln 2 split so that n * LN2_HI is exact for |n| <= 256 (LN2_HI has 9 significant bits).
+    const LN2_HI: f32 = 0.693_359_4;
+    const LN2_LO: f32 = -2.121_944_4e-4;
+    const P0: f32 = 1.987_569_1e-4;
+    const P1: f32 = 1.398_199_9e-3;
+    const P2: f32 = 8.333_452e-3;
+    const P3: f32 = 4.166_579_6e-2;
+    const P4: f32 = 1.666_666_5e-1;
+    const P5: f32 = 5.000_000_1e-1;
+    // max/min skip NaN: a NaN input computes e^-104 here and is returned as itself at the end.
+    let xc = x.max(-104.0).min(89.0);
+    let nf = (xc * LOG2E + SHIFTER) - SHIFTER;
+    let r = fma(-nf, LN2_HI, xc);
+    let r = fma(-nf, LN2_LO, r);
+    let z = r * r;
+    let p = fma(fma(fma(fma(fma(P0, r, P1), r, P2), r, P3), r, P4), r, P5);
+    let y = fma(p, z, r) + 1.0;
+    // SAFETY: nf is an integer in [-151, 129] (xc is clamped), exactly representable.
+    let n = unsafe { nf.to_int_unchecked::<i32>() };
+    let n1 = n >> 1;
+    let e = y * pow2i(n1) * pow2i(n - n1);
+    if x.is_nan() { x } else { e }
+}
+
+/// SiLU(g) * u, ggml's SwiGLU element (`x / (1 + expf(-x)) * g`, ggml-reference.md §8.3) in exact
+/// IEEE arithmetic: true division, our `exp`. ggml's CUDA build computes `x * rcp(1 + ex2(..))`
+/// with approximate `rcp`/`ex2`; README.md gives the measured difference.
+#[inline(always)]
+pub fn swiglu(gate: f32, up: f32) -> f32 {
+    gate / (1.0 + exp(-gate)) * up
+}
+
+/// The running maximum of |x| for a q8_1 group: NaN inputs are skipped (as `fmaxf` does).
+#[inline(always)]
+pub fn amax_step(acc: f32, x: f32) -> f32 {
+    let a = abs(x);
+    if a > acc { a } else { acc }
+}
+
+/// Combines two partial maxima of |x| (used by the GPU's shuffle reduction; the order in which
+/// partial maxima are combined cannot change a maximum).
+#[inline(always)]
+pub fn amax_merge(a: f32, b: f32) -> f32 {
+    if b > a { b } else { a }
+}
+
+/// The q8_1 inverse scale of a group with maximum |x| `amax`: `127 / amax` (IEEE division; +inf
+/// when amax is 0). ggml: `127 * rcp.approx(amax)`.
+#[inline(always)]
+pub fn q8_1_inv_scale(amax: f32) -> f32 {
+    127.0 / amax
+}
+
+/// The stored q8_1 scale `d = 1 / d_inv` (IEEE; 0 when amax was 0). ggml: `rcp.approx(d_inv)`.
+#[inline(always)]
+pub fn q8_1_scale(d_inv: f32) -> f32 {
+    1.0 / d_inv
+}
+
+/// One quantized value: `round_half_away(x * d_inv)` saturated to [-127, 127]; NaN (including the
+/// 0 * inf of an all-zero group) gives 0. Saturation only acts when `d_inv` overflowed to +inf
+/// (amax < 127 / f32::MAX), where the stored scale is 0 and the value contributes nothing.
+#[inline(always)]
+pub fn q8_1_quant(x: f32, d_inv: f32) -> i8 {
+    let v = x * d_inv;
+    // NaN first (clamp would turn it into a bound), then saturation (only +-inf reach it).
+    let v = if v.is_nan() { 0.0 } else { v.clamp(-127.0, 127.0) };
+    round_half_away(v) as i8
+}
+
+/// Quantizes one group of 32 values to q8_1: returns the f32 scale and the int8 values. The GPU
+/// kernels apply the same three rules per lane with the maximum reduced across lanes.
+pub fn quantize_group_q8_1(x: &[f32; 32]) -> (f32, [i8; 32]) {
+    let mut amax = 0.0f32;
+    for &v in x {
+        amax = amax_step(amax, v);
+    }
+    let d_inv = q8_1_inv_scale(amax);
+    let mut q = [0i8; 32];
+    for (q, &v) in q.iter_mut().zip(x) {
+        *q = q8_1_quant(v, d_inv);
+    }
+    (q8_1_scale(d_inv), q)
+}
+
+/// IEEE binary16 bits to f32, exactly (subnormals, infinities and NaN payloads included).
+#[inline(always)]
+pub fn f16_to_f32(h: u16) -> f32 {
+    let sign = ((h as u32) & 0x8000) << 16;
+    let exp = ((h >> 10) & 0x1f) as u32;
+    let man = (h & 0x3ff) as u32;
+    if exp == 0 {
+        // 0 or subnormal: man * 2^-24, exact in f32.
+        let v = man as f32 * (1.0 / 16_777_216.0);
+        f32::from_bits(v.to_bits() | sign)
+    } else if exp == 31 {
+        // inf, or NaN made quiet (as x86's F16C conversion and the `half` crate do)
+        let quiet = if man != 0 { 0x0040_0000 } else { 0 };
+        f32::from_bits(sign | 0x7f80_0000 | quiet | (man << 13))
+    } else {
+        f32::from_bits(sign | ((exp + 112) << 23) | (man << 13))
+    }
+}
+
+/// f32 to IEEE binary16 bits, round to nearest even (ggml's `GGML_FP32_TO_FP16` on the CPU);
+/// overflow gives +-inf, NaN stays NaN. Used by the quantizers on the host.
+pub fn f32_to_f16(x: f32) -> u16 {
+    let bits = x.to_bits();
+    let sign = ((bits >> 16) & 0x8000) as u16;
+    let exp = ((bits >> 23) & 0xff) as i32;
+    let man = bits & 0x007f_ffff;
+    if exp == 0xff {
+        return sign | 0x7c00 | if man != 0 { 0x200 | (man >> 13) as u16 } else { 0 };
+    }
+    let e = exp - 127 + 15;
+    if e >= 31 {
+        return sign | 0x7c00;
+    }
+    if e <= 0 {
+        // Subnormal half (or zero): shift the full significand, round to nearest even.
+        if e < -10 {
+            return sign;
+        }
+        let m = man | 0x0080_0000;
+        let shift = (14 - e) as u32;
+        let half = 1u32 << (shift - 1);
+        let rest = m & ((1u32 << shift) - 1);
+        let mut r = m >> shift;
+        if rest > half || (rest == half && (r & 1) == 1) {
+            r += 1;
+        }
+        return sign | r as u16;
+    }
+    let mut r = ((e as u32) << 10) | (man >> 13);
+    let rest = man & 0x1fff;
+    if rest > 0x1000 || (rest == 0x1000 && (r & 1) == 1) {
+        r += 1; // may carry into the exponent, up to inf: correct
+    }
+    sign | r as u16
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn round_half_away_matches_roundf() {
+        for &(v, want) in &[
+            (0.5f32, 1),
+            (-0.5, -1),
+            (1.5, 2),
+            (2.5, 3),
+            (-2.5, -3),
+            (0.499_999_97, 0),
+            (126.5, 127),
+            (-0.0, 0),
+            (f32::NAN, 0),
+        ] {
+            assert_eq!(round_half_away(v), want, "{v}");
+        }
+        let mut s = 0x1234_5678u64;
+        for _ in 0..100_000 {
+            s = s.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            let v = ((s >> 40) as f32 / (1u64 << 24) as f32 - 0.5) * 300.0;
+            assert_eq!(round_half_away(v), v.round() as i32, "{v}");
+        }
+    }
+
+    #[test]
+    fn exp_within_two_ulp_of_f64() {
+        let mut worst = 0u32;
+        let mut x = -103.9f32;
+        while x < 88.7 {
+            let got = exp(x);
+            let want = (x as f64).exp() as f32;
+            let ulp = (got.to_bits() as i64 - want.to_bits() as i64).unsigned_abs() as u32;
+            worst = worst.max(ulp);
+            x += 0.000_731;
+        }
+        assert!(worst <= 2, "worst {worst} ulp");
+        assert_eq!(exp(0.0), 1.0);
+        assert_eq!(exp(f32::NEG_INFINITY), 0.0);
+        assert_eq!(exp(f32::INFINITY), f32::INFINITY);
+        assert_eq!(exp(100.0), f32::INFINITY);
+        assert!(exp(f32::NAN).is_nan());
+    }
+
+    #[test]
+    fn f16_round_trip_all_values() {
+        for h in 0..=u16::MAX {
+            let f = f16_to_f32(h);
+            let want = half::f16::from_bits(h).to_f32();
+            assert_eq!(f.to_bits(), want.to_bits(), "{h:#06x}");
+            if !f.is_nan() {
+                assert_eq!(f32_to_f16(f), h, "{h:#06x}");
+            }
+        }
+        let mut s = 99u64;
+        for _ in 0..200_000 {
+            s = s.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            let f = f32::from_bits((s >> 32) as u32);
+            let want = half::f16::from_f32(f);
+            if f.is_nan() {
+                assert!(f16_to_f32(f32_to_f16(f)).is_nan());
+            } else {
+                assert_eq!(f32_to_f16(f), want.to_bits(), "{f:e}");
+            }
+        }
+    }
+
+    #[test]
+    fn q8_1_group_rules() {
+        // all zero: d = 0, q = 0
+        let (d, q) = quantize_group_q8_1(&[0.0; 32]);
+        assert_eq!(d.to_bits(), 0);
+        assert_eq!(q, [0; 32]);
+        // one huge value dominates, the rest round to 0
+        let mut x = [1.0f32; 32];
+        x[5] = 3.0e38;
+        let (d, q) = quantize_group_q8_1(&x);
+        assert_eq!(q[5], 127);
+        assert_eq!(q[0], 0);
+        assert_eq!(d, 1.0 / (127.0 / 3.0e38));
+        // NaN is skipped by amax and quantizes to 0
+        let mut x = [0.5f32; 32];
+        x[0] = f32::NAN;
+        x[1] = -1.0;
+        let (_, q) = quantize_group_q8_1(&x);
+        assert_eq!((q[0], q[1], q[2]), (0, -127, 64));
+    }
+}

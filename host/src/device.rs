@@ -1,0 +1,179 @@
+//! The GPU: driver presence, context and stream, the PTX module for the device, and every kernel
+//! resolved once into [`Kernels`].
+
+use std::sync::Arc;
+
+use cudarc::driver::sys::CUdevice_attribute as Attr;
+use cudarc::driver::{CudaContext, CudaFunction, CudaSlice, CudaStream, DevicePtr, DeviceRepr};
+
+use crate::error::{DriverOp, Error, Result};
+use crate::ptx;
+
+/// Facts about the device, for plans (limits) and reports.
+#[derive(Clone, Debug)]
+pub struct DeviceInfo {
+    pub name: String,
+    /// Compute capability as major * 10 + minor (90 for an H200).
+    pub cc: u32,
+    pub sm_count: u32,
+    /// Largest dynamic shared memory one block may opt into, bytes.
+    pub max_smem_optin: u32,
+    pub l2_bytes: u32,
+    /// The PTX target loaded (e.g. 80 for sm_80).
+    pub ptx_arch: u32,
+    pub driver_version: i32,
+}
+
+/// The limits plans check against; [`DeviceLimits::default`] describes a conservative sm_80+
+/// GPU so plans can be computed (and tested) without one.
+#[derive(Clone, Copy, Debug)]
+pub struct DeviceLimits {
+    pub cc: u32,
+    pub sm_count: u32,
+    pub max_smem_optin: u32,
+}
+
+impl Default for DeviceLimits {
+    fn default() -> Self {
+        DeviceLimits { cc: 90, sm_count: 132, max_smem_optin: 227 * 1024 }
+    }
+}
+
+macro_rules! kernels {
+    ($($name:ident),* $(,)?) => {
+        /// Every kernel of the module, resolved at startup.
+        pub struct Kernels { $(pub $name: CudaFunction,)* }
+        /// Names of all kernels the host expects in the PTX (tests/tests/ptx.rs checks them).
+        pub const KERNEL_NAMES: &[&str] = &[$(stringify!($name)),*];
+        impl Kernels {
+            fn load(module: &Arc<cudarc::driver::CudaModule>) -> Result<Self> {
+                Ok(Kernels { $($name: module.load_function(stringify!($name))
+                    .map_err(|_| Error::MissingKernel(stringify!($name)))?,)* })
+            }
+        }
+    };
+}
+
+kernels!(
+    moe_swiglu_quant,
+    moe_swiglu_f32,
+    moe_quantize_q8_1,
+    probe_params_echo,
+    probe_ggml_q8_1,
+);
+
+/// An open GPU: context, one stream, the loaded module.
+pub struct Gpu {
+    pub ctx: Arc<CudaContext>,
+    pub stream: Arc<CudaStream>,
+    pub kernels: Kernels,
+    pub info: DeviceInfo,
+}
+
+/// Whether a CUDA driver library can be loaded on this machine (no driver call is made).
+pub fn driver_present() -> bool {
+    // SAFETY: only tries to dlopen libcuda; no CUDA function is called.
+    unsafe { cudarc::driver::sys::is_culib_present() }
+}
+
+impl Gpu {
+    /// Opens device 0: `Error::NoGpu` when there is no driver or no device.
+    pub fn open() -> Result<Gpu> {
+        if !driver_present() {
+            return Err(Error::NoGpu("the CUDA driver library (libcuda) was not found".into()));
+        }
+        let n = CudaContext::device_count().op("cuDeviceGetCount").map_err(|e| {
+            Error::NoGpu(format!("the CUDA driver is present but reports no usable device ({e})"))
+        })?;
+        if n < 1 {
+            return Err(Error::NoGpu("the CUDA driver reports 0 devices".into()));
+        }
+        let ctx = CudaContext::new(0).op("cuCtx (device 0)")?;
+        // One stream, ordered by construction: no per-buffer event tracking needed.
+        // SAFETY: every buffer of this program is used on `stream` only.
+        unsafe { ctx.disable_event_tracking() };
+        let attr = |a| ctx.attribute(a).op("cuDeviceGetAttribute");
+        let (major, minor) = ctx.compute_capability().op("compute capability")?;
+        let cc = (major * 10 + minor) as u32;
+        let (ptx_arch, src) = ptx::for_cc(cc).ok_or_else(|| {
+            Error::NoGpu(format!(
+                "compute capability {major}.{minor} is older than the oldest PTX target built \
+                 (sm_{})",
+                ptx::MODULES[0].0
+            ))
+        })?;
+        let module = ctx.load_module(src.into()).op("cuModuleLoadData (PTX)")?;
+        let kernels = Kernels::load(&module)?;
+        let info = DeviceInfo {
+            name: ctx.name().op("cuDeviceGetName")?,
+            cc,
+            sm_count: attr(Attr::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)? as u32,
+            max_smem_optin: attr(Attr::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN)?
+                as u32,
+            l2_bytes: attr(Attr::CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE)? as u32,
+            ptx_arch,
+            driver_version: {
+                let mut v = 0i32;
+                // SAFETY: writes one int; the driver is loaded and initialised above.
+                unsafe { cudarc::driver::sys::cuDriverGetVersion(&mut v) };
+                v
+            },
+        };
+        let stream = ctx.default_stream();
+        Ok(Gpu { ctx, stream, kernels, info })
+    }
+
+    pub fn limits(&self) -> DeviceLimits {
+        DeviceLimits {
+            cc: self.info.cc,
+            sm_count: self.info.sm_count,
+            max_smem_optin: self.info.max_smem_optin,
+        }
+    }
+
+    /// Waits for all queued work; reports an asynchronous kernel fault here.
+    pub fn sync(&self) -> Result<()> {
+        self.stream.synchronize().op("cuStreamSynchronize")
+    }
+
+    /// Copies a host slice to a new device buffer.
+    pub fn upload<T: DeviceRepr>(&self, data: &[T]) -> Result<CudaSlice<T>> {
+        self.stream.clone_htod(data).op("cuMemcpyHtoD")
+    }
+
+    /// Copies a device buffer back.
+    pub fn download<T: DeviceRepr + Default + Clone>(&self, buf: &CudaSlice<T>) -> Result<Vec<T>> {
+        self.stream.clone_dtoh(buf).op("cuMemcpyDtoH")
+    }
+
+    /// A new device buffer of `len` elements, every byte set to `byte`.
+    pub fn alloc_filled<T: DeviceRepr>(&self, len: usize, byte: u8) -> Result<CudaSlice<T>> {
+        // SAFETY: the buffer is filled right below, before anyone reads it.
+        let mut b = unsafe { self.stream.alloc::<T>(len) }.op("cuMemAlloc")?;
+        self.fill(&mut b, byte)?;
+        Ok(b)
+    }
+
+    /// Sets every byte of `buf` to `byte` (poisoning outputs before a run).
+    pub fn fill<T>(&self, buf: &mut CudaSlice<T>, byte: u8) -> Result<()> {
+        let n = buf.num_bytes();
+        let (ptr, _rec) = buf.device_ptr(&self.stream);
+        // SAFETY: ptr is a live allocation of n bytes, used on this stream only.
+        unsafe { cudarc::driver::result::memset_d8_async(ptr, byte, n, self.stream.cu_stream()) }
+            .op("cuMemsetD8")
+    }
+}
+
+/// The raw device address of a buffer, for the pointer fields of kernel parameter structs.
+pub fn dptr<T>(buf: &CudaSlice<T>, stream: &CudaStream) -> u64 {
+    buf.device_ptr(stream).0
+}
+
+/// A `gpu::layout` parameter struct passed by value to a kernel. The struct's field order is
+/// defined once, in gpu::layout, and compiled into both sides.
+#[repr(transparent)]
+pub struct KArg<T: bytemuck::Pod>(pub T);
+
+// SAFETY: T is a #[repr(C)] plain-old-data struct from gpu::layout whose layout the kernel
+// shares (same source); the probe test `params_echo` checks it on the device.
+unsafe impl<T: bytemuck::Pod> DeviceRepr for KArg<T> {}

@@ -1,0 +1,18 @@
+//! MoE prefill with low-bit quantized experts on the GPU, from Rust.
+//!
+//! - `device`: driver, context, the PTX module and its kernels.
+//! - `moe`: one launcher per kernel family (plans + launches).
+//! - `reference`: the CPU reference every GPU result must equal byte for byte.
+//! - `ggml`: type ids and block sizes.
+
+pub mod device;
+pub mod error;
+pub mod ggml;
+pub mod moe;
+pub mod ptx;
+pub mod reference;
+pub mod rng;
+pub mod synth;
+pub mod timing;
+
+pub use error::{Error, Result};

@@ -1,0 +1,35 @@
+//! `moe-prefill`: the prompt pass of MoE layers with low-bit quantized experts, on the GPU.
+//! With no arguments it runs the embedded default (see `cli::default`).
+
+mod cli;
+
+use clap::{Parser, Subcommand};
+
+#[derive(Parser)]
+#[command(name = "moe-prefill", version, about = "MoE prefill with low-bit quantized experts on the GPU, checked byte for byte against a CPU reference")]
+struct Args {
+    #[command(subcommand)]
+    cmd: Option<Cmd>,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Fused SwiGLU + q8_1 quantization (and its two-kernel form) on a synthetic batch:
+    /// time, GB/s against the copy bandwidth, parity with the CPU reference.
+    Swiglu(cli::swiglu::SwigluArgs),
+    /// Device and build facts: compute capability, PTX targets, kernels loaded.
+    Info,
+}
+
+fn main() {
+    let args = Args::parse();
+    let r = match args.cmd {
+        None => cli::default::run(),
+        Some(Cmd::Swiglu(a)) => cli::swiglu::run(&a),
+        Some(Cmd::Info) => cli::info::run(),
+    };
+    if let Err(e) = r {
+        eprintln!("error: {e}");
+        std::process::exit(1);
+    }
+}

@@ -1,0 +1,92 @@
+//! Probe kernels on the GPU: the parameter-struct ABI, and ggml's fast-math q8_1 arithmetic
+//! against ours (the README's figure for how often our scales differ from ggml's).
+
+use cudarc::driver::{LaunchConfig, PushKernelArg};
+use gpu::layout::SwigluQuantParams;
+use host::device::KArg;
+use tests::*;
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn params_echo() {
+    let gpu = gpu();
+    let p = SwigluQuantParams {
+        gu: 0x0102_0304_0506_0708,
+        out: 0x1112_1314_1516_1718,
+        n_rows: 0x2122_2324,
+        ffn: 0x3132_3334,
+        gu_stride: 0x4142_4344,
+        n_cols: 0x5152_5354,
+        interleaved: 0x6162_6364,
+        _pad: 0x7172_7374,
+    };
+    let mut out = gpu.alloc_filled::<u8>(size_of::<SwigluQuantParams>(), POISON).expect("alloc");
+    let arg = KArg(p);
+    let cfg = LaunchConfig { grid_dim: (1, 1, 1), block_dim: (1, 1, 1), shared_mem_bytes: 0 };
+    // SAFETY: the probe writes one SwigluQuantParams to `out`, which holds exactly that.
+    unsafe { gpu.stream.launch_builder(&gpu.kernels.probe_params_echo).arg(&arg).arg(&mut out).launch(cfg) }
+        .expect("launch");
+    let got = gpu.download(&out).expect("download");
+    assert_eq!(got, bytemuck::bytes_of(&p));
+}
+
+/// ggml's `quantize_mmq_q8_1` under fast math (rcp.approx) vs our IEEE rules on random groups:
+/// prints the share of scales and values that differ (README quotes it). The emulation must
+/// agree with ours on all-zero groups and differ from ours by at most 4 ulp in d (3 seen on an H200).
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn ggml_fast_math_q8_1_vs_ours() {
+    let gpu = gpu();
+    let mut rng = Rng::new(seed("ggml_fast_math_q8_1_vs_ours"));
+    let n_groups = 1usize << 20;
+    let mut x = vec![0.0f32; n_groups * 32];
+    for (g, c) in x.chunks_mut(32).enumerate() {
+        let scale = 10f64.powi((g % 13) as i32 - 6);
+        for v in c.iter_mut() {
+            *v = (rng.normal() * scale) as f32;
+        }
+        if g % 1000 == 0 {
+            c.fill(0.0);
+        }
+    }
+    let dx = gpu.upload(&x).expect("upload");
+    let mut dd = gpu.alloc_filled::<f32>(n_groups, POISON).expect("alloc");
+    let mut dq = gpu.alloc_filled::<i8>(n_groups * 32, POISON).expect("alloc");
+    let n = n_groups as u32;
+    let cfg = LaunchConfig { grid_dim: (n.div_ceil(128), 1, 1), block_dim: (128, 1, 1), shared_mem_bytes: 0 };
+    // SAFETY: x holds n_groups * 32 f32, d n_groups f32, q n_groups * 32 i8.
+    unsafe {
+        gpu.stream
+            .launch_builder(&gpu.kernels.probe_ggml_q8_1)
+            .arg(&dx)
+            .arg(&n)
+            .arg(&mut dd)
+            .arg(&mut dq)
+            .launch(cfg)
+    }
+    .expect("launch");
+    let gd = gpu.download(&dd).expect("download");
+    let gq = gpu.download(&dq).expect("download");
+    let (mut d_diff, mut q_diff, mut max_ulp) = (0usize, 0usize, 0u32);
+    for g in 0..n_groups {
+        let group: [f32; 32] = x[32 * g..32 * g + 32].try_into().expect("32 values");
+        let (d, q) = gpu::quant::quantize_group_q8_1(&group);
+        if d.to_bits() != gd[g].to_bits() {
+            d_diff += 1;
+            max_ulp = max_ulp.max((d.to_bits() as i64 - gd[g].to_bits() as i64).unsigned_abs() as u32);
+        }
+        q_diff += (0..32).filter(|&k| q[k] != gq[32 * g + k]).count();
+        if group.iter().all(|&v| v == 0.0) {
+            assert_eq!((d, q), (gd[g], gq[32 * g..32 * g + 32].try_into().expect("32")));
+        }
+    }
+    eprintln!(
+        "q8_1 vs ggml fast math: {d_diff} of {n_groups} scales differ ({:.1} %, at most {max_ulp} ulp), \
+         {q_diff} of {} values differ ({:.2e})",
+        100.0 * d_diff as f64 / n_groups as f64,
+        n_groups * 32,
+        q_diff as f64 / (n_groups * 32) as f64
+    );
+    assert!(max_ulp <= 4, "scales differ by up to {max_ulp} ulp");
+    assert!(d_diff > 0, "no difference at all: is the probe really using rcp.approx?");
+}
