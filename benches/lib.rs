@@ -45,5 +45,7 @@ pub fn time_iters(gpu: &Gpu, id: &str, iters: u64, mut f: impl FnMut()) -> Durat
 /// Median / min / max ms of bench `id` so far.
 pub fn stats(id: &str) -> Option<Stats> {
     let s = SAMPLES.lock().expect("lock");
-    s.iter().find(|(k, _)| k == id).map(|(_, v)| Stats::of(v.clone()))
+    s.iter()
+        .find(|(k, _)| k == id)
+        .map(|(_, v)| Stats::of(v.clone()))
 }

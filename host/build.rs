@@ -3,18 +3,31 @@
 use std::path::PathBuf;
 
 fn main() {
-    let manifest = PathBuf::from(std::env::var_os("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"));
-    let root = manifest.parent().expect("host/ should sit in the workspace root").to_path_buf();
+    let manifest = PathBuf::from(
+        std::env::var_os("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"),
+    );
+    let root = manifest
+        .parent()
+        .expect("host/ should sit in the workspace root")
+        .to_path_buf();
     let gpu = root.join("gpu");
     println!("cargo:rerun-if-changed={}", gpu.join("src").display());
-    println!("cargo:rerun-if-changed={}", gpu.join("Cargo.toml").display());
+    println!(
+        "cargo:rerun-if-changed={}",
+        gpu.join("Cargo.toml").display()
+    );
     let out_dir = PathBuf::from(std::env::var_os("OUT_DIR").expect("cargo sets OUT_DIR"));
     let nested = builder::default_out_dir(&root);
     for arch in builder::ARCHS {
-        let opts = builder::Options { crate_dir: gpu.clone(), arch: arch.to_string(), out_dir: nested.clone() };
+        let opts = builder::Options {
+            crate_dir: gpu.clone(),
+            arch: arch.to_string(),
+            out_dir: nested.clone(),
+        };
         match builder::build_ptx(&opts) {
             Ok(ptx) => {
-                std::fs::copy(&ptx, out_dir.join(format!("gpu_{arch}.ptx"))).expect("OUT_DIR should be writable");
+                std::fs::copy(&ptx, out_dir.join(format!("gpu_{arch}.ptx")))
+                    .expect("OUT_DIR should be writable");
             }
             Err(e) => {
                 eprintln!("error: {e}");

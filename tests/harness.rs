@@ -15,12 +15,15 @@ pub const GUARD: usize = 4096;
 /// A seed for this test: `MOE_TEST_SEED` if set, else fresh from the clock. Printed, so a failure
 /// can be replayed.
 pub fn seed(test: &str) -> u64 {
-    let s = std::env::var("MOE_TEST_SEED").ok().and_then(|v| v.parse().ok()).unwrap_or_else(|| {
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_nanos() as u64)
-            .unwrap_or(1)
-    });
+    let s = std::env::var("MOE_TEST_SEED")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| {
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.as_nanos() as u64)
+                .unwrap_or(1)
+        });
     eprintln!("{test}: seed {s} (replay with MOE_TEST_SEED={s})");
     s
 }
@@ -30,7 +33,10 @@ pub fn seed(test: &str) -> u64 {
 pub fn gpu() -> Gpu {
     match Gpu::open() {
         Ok(g) => {
-            eprintln!("device: {} (cc {}, {} SMs, PTX sm_{})", g.info.name, g.info.cc, g.info.sm_count, g.info.ptx_arch);
+            eprintln!(
+                "device: {} (cc {}, {} SMs, PTX sm_{})",
+                g.info.name, g.info.cc, g.info.sm_count, g.info.ptx_arch
+            );
             g
         }
         Err(e) => panic!("this test needs a CUDA GPU: {e}"),
@@ -39,12 +45,14 @@ pub fn gpu() -> Gpu {
 
 /// A device output buffer of `len` bytes plus [`GUARD`] guard bytes, all poisoned.
 pub fn poisoned_u8(gpu: &Gpu, len: usize) -> CudaSlice<u8> {
-    gpu.alloc_filled::<u8>(len + GUARD, POISON).expect("allocation should succeed")
+    gpu.alloc_filled::<u8>(len + GUARD, POISON)
+        .expect("allocation should succeed")
 }
 
 /// A device f32 output buffer of `len` elements plus guard, all bytes poisoned.
 pub fn poisoned_f32(gpu: &Gpu, len: usize) -> CudaSlice<f32> {
-    gpu.alloc_filled::<f32>(len + GUARD / 4, POISON).expect("allocation should succeed")
+    gpu.alloc_filled::<f32>(len + GUARD / 4, POISON)
+        .expect("allocation should succeed")
 }
 
 /// Downloads a poisoned buffer, checks its guard band is untouched, returns the first `len`
@@ -53,7 +61,10 @@ pub fn download_checked(gpu: &Gpu, label: &str, buf: &CudaSlice<u8>, len: usize)
     let mut v = gpu.download(buf).expect("download should succeed");
     let guard = &v[len..];
     let touched = guard.iter().filter(|&&b| b != POISON).count();
-    assert_eq!(touched, 0, "{label}: {touched} guard bytes past the output were written");
+    assert_eq!(
+        touched, 0,
+        "{label}: {touched} guard bytes past the output were written"
+    );
     v.truncate(len);
     v
 }
@@ -63,7 +74,10 @@ pub fn download_checked_f32(gpu: &Gpu, label: &str, buf: &CudaSlice<f32>, len: u
     let v = gpu.download(buf).expect("download should succeed");
     let bytes: &[u8] = bytemuck::cast_slice(&v);
     let touched = bytes[len * 4..].iter().filter(|&&b| b != POISON).count();
-    assert_eq!(touched, 0, "{label}: {touched} guard bytes past the output were written");
+    assert_eq!(
+        touched, 0,
+        "{label}: {touched} guard bytes past the output were written"
+    );
     bytes[..len * 4].to_vec()
 }
 
@@ -79,9 +93,21 @@ pub fn assert_bytes_eq(label: &str, got: &[u8], want: &[u8], locate: impl Fn(usi
     let first: Vec<String> = diffs
         .iter()
         .take(8)
-        .map(|&i| format!("  byte {i} ({}): got {:#04x} want {:#04x}", locate(i), got[i], want[i]))
+        .map(|&i| {
+            format!(
+                "  byte {i} ({}): got {:#04x} want {:#04x}",
+                locate(i),
+                got[i],
+                want[i]
+            )
+        })
         .collect();
-    panic!("{label}: {} of {} bytes differ; first:\n{}", diffs.len(), got.len(), first.join("\n"));
+    panic!(
+        "{label}: {} of {} bytes differ; first:\n{}",
+        diffs.len(),
+        got.len(),
+        first.join("\n")
+    );
 }
 
 /// Locates a byte of a D4 q8_1 buffer of `n_cols` rows: (row, value or scale).
@@ -91,7 +117,11 @@ pub fn locate_q8_1(n_cols: usize) -> impl Fn(usize) -> String {
         let (kc, row) = (blk / n_cols, blk % n_cols);
         let o = i % 144;
         if o < 16 {
-            format!("row {row}, scale of values {}..{}", kc * 128 + o / 4 * 32, kc * 128 + o / 4 * 32 + 32)
+            format!(
+                "row {row}, scale of values {}..{}",
+                kc * 128 + o / 4 * 32,
+                kc * 128 + o / 4 * 32 + 32
+            )
         } else {
             format!("row {row}, value {}", kc * 128 + o - 16)
         }

@@ -16,19 +16,30 @@ fn swiglu_quant(c: &mut Criterion, gpu: &Gpu) {
     for rows in SWIGLU_ROWS {
         let s = SwigluQuantShape::dense(rows, 640, false);
         let plan = SwigluQuantPlan::new(&s, WType::Q2_0.id()).expect("plan");
-        let gu = gpu.upload(&host::synth::normal_f32(rows as u64, s.gu_len(), 3.0)).expect("upload");
-        let mut out = gpu.alloc_filled::<u8>(s.out_blocks() * 144, 0).expect("alloc");
+        let gu = gpu
+            .upload(&host::synth::normal_f32(rows as u64, s.gu_len(), 3.0))
+            .expect("upload");
+        let mut out = gpu
+            .alloc_filled::<u8>(s.out_blocks() * 144, 0)
+            .expect("alloc");
         let mut h = gpu.alloc_filled::<f32>(plan.h_len(), 0).expect("alloc");
         g.throughput(Throughput::Bytes(s.fused_bytes()));
         let id = format!("swiglu_quant/fused/{rows}x640");
         g.bench_function(format!("fused/{rows}x640"), |b| {
-            b.iter_custom(|n| benches::time_iters(gpu, &id, n, || plan.launch(gpu, &gu, &mut out).expect("launch")))
+            b.iter_custom(|n| {
+                benches::time_iters(gpu, &id, n, || {
+                    plan.launch(gpu, &gu, &mut out).expect("launch")
+                })
+            })
         });
         g.throughput(Throughput::Bytes(s.two_kernel_bytes()));
         let id = format!("swiglu_quant/two_kernel/{rows}x640");
         g.bench_function(format!("two_kernel/{rows}x640"), |b| {
             b.iter_custom(|n| {
-                benches::time_iters(gpu, &id, n, || plan.launch_two_kernel(gpu, &gu, &mut h, &mut out).expect("launch"))
+                benches::time_iters(gpu, &id, n, || {
+                    plan.launch_two_kernel(gpu, &gu, &mut h, &mut out)
+                        .expect("launch")
+                })
             })
         });
     }
@@ -37,12 +48,18 @@ fn swiglu_quant(c: &mut Criterion, gpu: &Gpu) {
 
 fn swiglu_summary(copy_gbs: f64) {
     println!("\nswiglu_quant summary (copy ceiling {copy_gbs:.0} GB/s, read + write):");
-    println!("{:<34} {:>10} {:>19} {:>8} {:>7} {:>8}", "bench", "median ms", "spread ms", "GB/s", "% copy", "fused x");
+    println!(
+        "{:<34} {:>10} {:>19} {:>8} {:>7} {:>8}",
+        "bench", "median ms", "spread ms", "GB/s", "% copy", "fused x"
+    );
     for rows in SWIGLU_ROWS {
         let s = SwigluQuantShape::dense(rows, 640, false);
         let f = benches::stats(&format!("swiglu_quant/fused/{rows}x640"));
         let t = benches::stats(&format!("swiglu_quant/two_kernel/{rows}x640"));
-        for (name, st, bytes) in [("fused", f, s.fused_bytes()), ("two_kernel", t, s.two_kernel_bytes())] {
+        for (name, st, bytes) in [
+            ("fused", f, s.fused_bytes()),
+            ("two_kernel", t, s.two_kernel_bytes()),
+        ] {
             let Some(st) = st else { continue };
             let gbs = bytes as f64 / (st.median * 1e-3) / 1e9;
             let speedup = match (name, f, t) {
@@ -64,7 +81,9 @@ fn swiglu_summary(copy_gbs: f64) {
 }
 
 fn main() {
-    let Some(gpu) = benches::gpu_or_say() else { return };
+    let Some(gpu) = benches::gpu_or_say() else {
+        return;
+    };
     let (copy_gbs, _) = copy_bandwidth(&gpu, 1 << 30).expect("copy bandwidth");
     let mut c = Criterion::default()
         .configure_from_args()
@@ -73,6 +92,9 @@ fn main() {
         .measurement_time(std::time::Duration::from_secs(2));
     swiglu_quant(&mut c, &gpu);
     c.final_summary();
-    println!("device: {} (sm_{}), device-to-device copy {copy_gbs:.0} GB/s", gpu.info.name, gpu.info.ptx_arch);
+    println!(
+        "device: {} (sm_{}), device-to-device copy {copy_gbs:.0} GB/s",
+        gpu.info.name, gpu.info.ptx_arch
+    );
     swiglu_summary(copy_gbs);
 }

@@ -41,11 +41,17 @@ pub enum BuildError {
     /// The arch is not one we build.
     BadArch(String),
     /// rustc reported errors (its diagnostics were already printed, untouched).
-    Compile { arch: String, status: String },
+    Compile {
+        arch: String,
+        status: String,
+    },
     /// The build succeeded but produced no assembly file where expected.
     NoOutput(PathBuf),
     /// The PTX calls a function it does not define, or declares an external one.
-    UndefinedCall { arch: String, names: Vec<String> },
+    UndefinedCall {
+        arch: String,
+        names: Vec<String>,
+    },
     Io(std::io::Error),
 }
 
@@ -152,7 +158,9 @@ pub fn ensure_toolchain() -> Result<(), BuildError> {
     if core_src.exists() {
         return Ok(());
     }
-    println!("cargo:warning=installing rust-src for the {NIGHTLY} toolchain (needed to build core for nvptx)");
+    println!(
+        "cargo:warning=installing rust-src for the {NIGHTLY} toolchain (needed to build core for nvptx)"
+    );
     let st = Command::new("rustup")
         .args(["component", "add", "rust-src", "--toolchain", NIGHTLY])
         .status()
@@ -261,7 +269,10 @@ pub fn undefined_calls(ptx: &str) -> Vec<String> {
 }
 
 /// The function name of a `.func`/`.entry` header, which may continue on the next lines.
-fn func_name<'a>(first: &str, lines: &mut std::iter::Peekable<impl Iterator<Item = &'a str>>) -> String {
+fn func_name<'a>(
+    first: &str,
+    lines: &mut std::iter::Peekable<impl Iterator<Item = &'a str>>,
+) -> String {
     let mut text = first.to_string();
     while !text.contains('(') && !text.trim_end().ends_with(';') {
         match lines.next() {
@@ -323,7 +334,10 @@ call.uni missing, (param0);
 .param .b64 x
 );
 ";
-        assert_eq!(undefined_calls(ptx), vec!["ext_fn".to_string(), "missing".to_string()]);
+        assert_eq!(
+            undefined_calls(ptx),
+            vec!["ext_fn".to_string(), "missing".to_string()]
+        );
         assert!(undefined_calls(".visible .entry k()\n{\nret;\n}\n").is_empty());
     }
 
@@ -331,6 +345,10 @@ call.uni missing, (param0);
     fn arch_flags() {
         assert!(arch_cfgs("sm_60").is_err());
         assert_eq!(arch_cfgs("sm_75").unwrap().len(), 2);
-        assert!(arch_cfgs("sm_90").unwrap().contains(&"gpu_sm80".to_string()));
+        assert!(
+            arch_cfgs("sm_90")
+                .unwrap()
+                .contains(&"gpu_sm80".to_string())
+        );
     }
 }

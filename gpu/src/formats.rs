@@ -292,7 +292,9 @@ mod tests {
     fn vsub4_is_bytewise() {
         let mut s = 7u64;
         for _ in 0..100_000 {
-            s = s.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            s = s
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
             let (a, b) = ((s >> 32) as u32, s as u32);
             let want = u32::from_le_bytes(core::array::from_fn(|i| {
                 a.to_le_bytes()[i].wrapping_sub(b.to_le_bytes()[i])

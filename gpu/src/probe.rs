@@ -12,7 +12,10 @@ use crate::quant::round_half_away;
 /// # Safety
 /// `out` must point to one writable `SwigluQuantParams`.
 #[unsafe(no_mangle)]
-pub unsafe extern "ptx-kernel" fn probe_params_echo(p: SwigluQuantParams, out: *mut SwigluQuantParams) {
+pub unsafe extern "ptx-kernel" fn probe_params_echo(
+    p: SwigluQuantParams,
+    out: *mut SwigluQuantParams,
+) {
     // SAFETY: the caller provides room for one struct.
     unsafe { out.write(p) };
 }
@@ -24,7 +27,12 @@ pub unsafe extern "ptx-kernel" fn probe_params_echo(p: SwigluQuantParams, out: *
 /// # Safety
 /// `x` holds `n_groups * 32` f32, `d` `n_groups` f32, `q` `n_groups * 32` i8.
 #[unsafe(no_mangle)]
-pub unsafe extern "ptx-kernel" fn probe_ggml_q8_1(x: *const f32, n_groups: u32, d: *mut f32, q: *mut i8) {
+pub unsafe extern "ptx-kernel" fn probe_ggml_q8_1(
+    x: *const f32,
+    n_groups: u32,
+    d: *mut f32,
+    q: *mut i8,
+) {
     let g = ctaid_x() * 128 + tid_x();
     if g >= n_groups {
         return;
@@ -39,7 +47,13 @@ pub unsafe extern "ptx-kernel" fn probe_ggml_q8_1(x: *const f32, n_groups: u32, 
         let d_inv = mul_ftz(127.0, rcp_approx_ftz(amax));
         for k in 0..32 {
             let v = mul_ftz(*x.add(k), d_inv);
-            let r = if v > 127.0 { 127.0 } else if v < -127.0 { -127.0 } else { v };
+            let r = if v > 127.0 {
+                127.0
+            } else if v < -127.0 {
+                -127.0
+            } else {
+                v
+            };
             *q.add(32 * g as usize + k) = round_half_away(r) as i8;
         }
         *d.add(g as usize) = rcp_approx_ftz(d_inv);

@@ -128,7 +128,11 @@ pub fn q8_1_scale(d_inv: f32) -> f32 {
 pub fn q8_1_quant(x: f32, d_inv: f32) -> i8 {
     let v = x * d_inv;
     // NaN first (clamp would turn it into a bound), then saturation (only +-inf reach it).
-    let v = if v.is_nan() { 0.0 } else { v.clamp(-127.0, 127.0) };
+    let v = if v.is_nan() {
+        0.0
+    } else {
+        v.clamp(-127.0, 127.0)
+    };
     round_half_away(v) as i8
 }
 
@@ -174,7 +178,13 @@ pub fn f32_to_f16(x: f32) -> u16 {
     let exp = ((bits >> 23) & 0xff) as i32;
     let man = bits & 0x007f_ffff;
     if exp == 0xff {
-        return sign | 0x7c00 | if man != 0 { 0x200 | (man >> 13) as u16 } else { 0 };
+        return sign
+            | 0x7c00
+            | if man != 0 {
+                0x200 | (man >> 13) as u16
+            } else {
+                0
+            };
     }
     let e = exp - 127 + 15;
     if e >= 31 {
@@ -224,7 +234,9 @@ mod tests {
         }
         let mut s = 0x1234_5678u64;
         for _ in 0..100_000 {
-            s = s.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            s = s
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
             let v = ((s >> 40) as f32 / (1u64 << 24) as f32 - 0.5) * 300.0;
             assert_eq!(round_half_away(v), v.round() as i32, "{v}");
         }
@@ -261,7 +273,9 @@ mod tests {
         }
         let mut s = 99u64;
         for _ in 0..200_000 {
-            s = s.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            s = s
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
             let f = f32::from_bits((s >> 32) as u32);
             let want = half::f16::from_f32(f);
             if f.is_nan() {

@@ -35,7 +35,11 @@ pub struct DeviceLimits {
 
 impl Default for DeviceLimits {
     fn default() -> Self {
-        DeviceLimits { cc: 90, sm_count: 132, max_smem_optin: 227 * 1024 }
+        DeviceLimits {
+            cc: 90,
+            sm_count: 132,
+            max_smem_optin: 227 * 1024,
+        }
     }
 }
 
@@ -80,11 +84,17 @@ impl Gpu {
     /// Opens device 0: `Error::NoGpu` when there is no driver or no device.
     pub fn open() -> Result<Gpu> {
         if !driver_present() {
-            return Err(Error::NoGpu("the CUDA driver library (libcuda) was not found".into()));
+            return Err(Error::NoGpu(
+                "the CUDA driver library (libcuda) was not found".into(),
+            ));
         }
-        let n = CudaContext::device_count().op("cuDeviceGetCount").map_err(|e| {
-            Error::NoGpu(format!("the CUDA driver is present but reports no usable device ({e})"))
-        })?;
+        let n = CudaContext::device_count()
+            .op("cuDeviceGetCount")
+            .map_err(|e| {
+                Error::NoGpu(format!(
+                    "the CUDA driver is present but reports no usable device ({e})"
+                ))
+            })?;
         if n < 1 {
             return Err(Error::NoGpu("the CUDA driver reports 0 devices".into()));
         }
@@ -120,7 +130,12 @@ impl Gpu {
             },
         };
         let stream = ctx.default_stream();
-        Ok(Gpu { ctx, stream, kernels, info })
+        Ok(Gpu {
+            ctx,
+            stream,
+            kernels,
+            info,
+        })
     }
 
     pub fn limits(&self) -> DeviceLimits {

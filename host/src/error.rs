@@ -13,19 +13,33 @@ pub enum Error {
     /// No CUDA driver library, or no CUDA device.
     NoGpu(String),
     /// A CUDA driver call failed.
-    Driver { op: &'static str, source: DriverError },
+    Driver {
+        op: &'static str,
+        source: DriverError,
+    },
     /// The PTX module lacks a kernel the host expects (PTX and host out of step).
     MissingKernel(&'static str),
     /// A shape or size outside what a kernel supports.
-    Shape { what: String, got: u64, limit: String },
+    Shape {
+        what: String,
+        got: u64,
+        limit: String,
+    },
     /// A buffer handed to a launcher does not have the size its plan needs.
-    Buffer { what: &'static str, got: usize, want: usize },
+    Buffer {
+        what: &'static str,
+        got: usize,
+        want: usize,
+    },
     /// A weight or activation type a path cannot run.
     Unsupported(String),
     /// A malformed or unusable GGUF file.
     Gguf { path: PathBuf, msg: String },
     /// File i/o.
-    Io { path: PathBuf, source: std::io::Error },
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
     /// A GPU result differs from the CPU reference.
     Mismatch(String),
 }
@@ -42,7 +56,10 @@ impl fmt::Display for Error {
             ),
             Error::Shape { what, got, limit } => write!(f, "{what} is {got}; {limit}"),
             Error::Buffer { what, got, want } => {
-                write!(f, "buffer `{what}` has {got} elements; the plan needs {want}")
+                write!(
+                    f,
+                    "buffer `{what}` has {got} elements; the plan needs {want}"
+                )
             }
             Error::Unsupported(msg) => write!(f, "{msg}"),
             Error::Gguf { path, msg } => write!(f, "{}: {msg}", path.display()),
@@ -64,7 +81,10 @@ impl std::error::Error for Error {
 
 impl From<DriverError> for Error {
     fn from(source: DriverError) -> Self {
-        Error::Driver { op: "a driver call", source }
+        Error::Driver {
+            op: "a driver call",
+            source,
+        }
     }
 }
 

@@ -61,7 +61,12 @@ mod tests {
     fn agrees_with_gpu_layout() {
         for w in gpu::layout::WType::ALL {
             let (v, b) = super::block_size(w.id()).unwrap();
-            assert_eq!((v as usize, b as usize), (w.block_values(), w.block_bytes()), "{}", w.name());
+            assert_eq!(
+                (v as usize, b as usize),
+                (w.block_values(), w.block_bytes()),
+                "{}",
+                w.name()
+            );
             assert_eq!(super::type_name(w.id()), w.name());
         }
     }

@@ -7,6 +7,7 @@
 
 pub mod device;
 pub mod error;
+pub mod formats;
 pub mod ggml;
 pub mod moe;
 pub mod ptx;

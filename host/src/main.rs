@@ -6,7 +6,11 @@ mod cli;
 use clap::{Parser, Subcommand};
 
 #[derive(Parser)]
-#[command(name = "moe-prefill", version, about = "MoE prefill with low-bit quantized experts on the GPU, checked byte for byte against a CPU reference")]
+#[command(
+    name = "moe-prefill",
+    version,
+    about = "MoE prefill with low-bit quantized experts on the GPU, checked byte for byte against a CPU reference"
+)]
 struct Args {
     #[command(subcommand)]
     cmd: Option<Cmd>,

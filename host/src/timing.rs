@@ -14,8 +14,15 @@ pub struct Timer {
 
 impl Timer {
     pub fn new(gpu: &Gpu) -> Result<Self> {
-        let ev = || gpu.ctx.new_event(Some(CUevent_flags::CU_EVENT_DEFAULT)).op("cuEventCreate");
-        Ok(Timer { start: ev()?, stop: ev()? })
+        let ev = || {
+            gpu.ctx
+                .new_event(Some(CUevent_flags::CU_EVENT_DEFAULT))
+                .op("cuEventCreate")
+        };
+        Ok(Timer {
+            start: ev()?,
+            stop: ev()?,
+        })
     }
 
     /// Milliseconds the GPU spends on `f`'s launches (queued between two events).
@@ -40,13 +47,29 @@ impl Stats {
     pub fn of(mut v: Vec<f64>) -> Stats {
         v.sort_by(|a, b| a.total_cmp(b));
         let n = v.len();
-        let median = if n == 0 { f64::NAN } else if n % 2 == 1 { v[n / 2] } else { 0.5 * (v[n / 2 - 1] + v[n / 2]) };
-        Stats { median, min: v.first().copied().unwrap_or(f64::NAN), max: v.last().copied().unwrap_or(f64::NAN), n }
+        let median = if n == 0 {
+            f64::NAN
+        } else if n % 2 == 1 {
+            v[n / 2]
+        } else {
+            0.5 * (v[n / 2 - 1] + v[n / 2])
+        };
+        Stats {
+            median,
+            min: v.first().copied().unwrap_or(f64::NAN),
+            max: v.last().copied().unwrap_or(f64::NAN),
+            n,
+        }
     }
 }
 
 /// Runs `f` `warmup` times untimed, then `reps` times each timed alone; returns the stats.
-pub fn bench(gpu: &Gpu, warmup: usize, reps: usize, mut f: impl FnMut() -> Result<()>) -> Result<Stats> {
+pub fn bench(
+    gpu: &Gpu,
+    warmup: usize,
+    reps: usize,
+    mut f: impl FnMut() -> Result<()>,
+) -> Result<Stats> {
     for _ in 0..warmup {
         f()?;
     }
@@ -64,6 +87,8 @@ pub fn bench(gpu: &Gpu, warmup: usize, reps: usize, mut f: impl FnMut() -> Resul
 pub fn copy_bandwidth(gpu: &Gpu, bytes: usize) -> Result<(f64, Stats)> {
     let src: CudaSlice<u8> = gpu.alloc_filled(bytes, 0x5a)?;
     let mut dst: CudaSlice<u8> = gpu.alloc_filled(bytes, 0)?;
-    let s = bench(gpu, 3, 20, || gpu.stream.memcpy_dtod(&src, &mut dst).op("cuMemcpyDtoD"))?;
+    let s = bench(gpu, 3, 20, || {
+        gpu.stream.memcpy_dtod(&src, &mut dst).op("cuMemcpyDtoD")
+    })?;
     Ok((2.0 * bytes as f64 / (s.median * 1e-3) / 1e9, s))
 }

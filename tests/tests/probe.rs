@@ -20,12 +20,24 @@ fn params_echo() {
         interleaved: 0x6162_6364,
         _pad: 0x7172_7374,
     };
-    let mut out = gpu.alloc_filled::<u8>(size_of::<SwigluQuantParams>(), POISON).expect("alloc");
+    let mut out = gpu
+        .alloc_filled::<u8>(size_of::<SwigluQuantParams>(), POISON)
+        .expect("alloc");
     let arg = KArg(p);
-    let cfg = LaunchConfig { grid_dim: (1, 1, 1), block_dim: (1, 1, 1), shared_mem_bytes: 0 };
+    let cfg = LaunchConfig {
+        grid_dim: (1, 1, 1),
+        block_dim: (1, 1, 1),
+        shared_mem_bytes: 0,
+    };
     // SAFETY: the probe writes one SwigluQuantParams to `out`, which holds exactly that.
-    unsafe { gpu.stream.launch_builder(&gpu.kernels.probe_params_echo).arg(&arg).arg(&mut out).launch(cfg) }
-        .expect("launch");
+    unsafe {
+        gpu.stream
+            .launch_builder(&gpu.kernels.probe_params_echo)
+            .arg(&arg)
+            .arg(&mut out)
+            .launch(cfg)
+    }
+    .expect("launch");
     let got = gpu.download(&out).expect("download");
     assert_eq!(got, bytemuck::bytes_of(&p));
 }
@@ -51,9 +63,15 @@ fn ggml_fast_math_q8_1_vs_ours() {
     }
     let dx = gpu.upload(&x).expect("upload");
     let mut dd = gpu.alloc_filled::<f32>(n_groups, POISON).expect("alloc");
-    let mut dq = gpu.alloc_filled::<i8>(n_groups * 32, POISON).expect("alloc");
+    let mut dq = gpu
+        .alloc_filled::<i8>(n_groups * 32, POISON)
+        .expect("alloc");
     let n = n_groups as u32;
-    let cfg = LaunchConfig { grid_dim: (n.div_ceil(128), 1, 1), block_dim: (128, 1, 1), shared_mem_bytes: 0 };
+    let cfg = LaunchConfig {
+        grid_dim: (n.div_ceil(128), 1, 1),
+        block_dim: (128, 1, 1),
+        shared_mem_bytes: 0,
+    };
     // SAFETY: x holds n_groups * 32 f32, d n_groups f32, q n_groups * 32 i8.
     unsafe {
         gpu.stream
@@ -73,11 +91,15 @@ fn ggml_fast_math_q8_1_vs_ours() {
         let (d, q) = gpu::quant::quantize_group_q8_1(&group);
         if d.to_bits() != gd[g].to_bits() {
             d_diff += 1;
-            max_ulp = max_ulp.max((d.to_bits() as i64 - gd[g].to_bits() as i64).unsigned_abs() as u32);
+            max_ulp =
+                max_ulp.max((d.to_bits() as i64 - gd[g].to_bits() as i64).unsigned_abs() as u32);
         }
         q_diff += (0..32).filter(|&k| q[k] != gq[32 * g + k]).count();
         if group.iter().all(|&v| v == 0.0) {
-            assert_eq!((d, q), (gd[g], gq[32 * g..32 * g + 32].try_into().expect("32")));
+            assert_eq!(
+                (d, q),
+                (gd[g], gq[32 * g..32 * g + 32].try_into().expect("32"))
+            );
         }
     }
     eprintln!(
@@ -88,5 +110,8 @@ fn ggml_fast_math_q8_1_vs_ours() {
         q_diff as f64 / (n_groups * 32) as f64
     );
     assert!(max_ulp <= 4, "scales differ by up to {max_ulp} ulp");
-    assert!(d_diff > 0, "no difference at all: is the probe really using rcp.approx?");
+    assert!(
+        d_diff > 0,
+        "no difference at all: is the probe really using rcp.approx?"
+    );
 }

@@ -10,9 +10,15 @@ use tests::kernel_body;
 #[test]
 fn every_kernel_in_every_module() {
     for (arch, ptx) in MODULES {
-        assert!(ptx.contains(&format!(".target sm_{arch}")), "sm_{arch}: wrong .target");
+        assert!(
+            ptx.contains(&format!(".target sm_{arch}")),
+            "sm_{arch}: wrong .target"
+        );
         for name in KERNEL_NAMES {
-            assert!(kernel_body(ptx, name).is_some(), "sm_{arch}: kernel {name} missing");
+            assert!(
+                kernel_body(ptx, name).is_some(),
+                "sm_{arch}: kernel {name} missing"
+            );
         }
     }
 }
@@ -21,7 +27,10 @@ fn every_kernel_in_every_module() {
 fn no_undefined_calls() {
     for (arch, ptx) in MODULES {
         let bad = builder::undefined_calls(ptx);
-        assert!(bad.is_empty(), "sm_{arch}: calls undefined functions {bad:?}");
+        assert!(
+            bad.is_empty(),
+            "sm_{arch}: calls undefined functions {bad:?}"
+        );
     }
 }
 

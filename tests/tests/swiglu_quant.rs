@@ -28,7 +28,11 @@ fn exact_rows(rows: &[Vec<f32>], ffn: usize) -> Vec<f32> {
 #[test]
 fn reference_hand_made_rows() {
     let ffn = 128;
-    assert_eq!(gpu::quant::swiglu(32.0, 0.25), 8.0, "SiLU(32) must be exactly 32");
+    assert_eq!(
+        gpu::quant::swiglu(32.0, 0.25),
+        8.0,
+        "SiLU(32) must be exactly 32"
+    );
     let mut rows = vec![vec![0.0f32; ffn]; 5];
     // 1: one huge value among ones
     rows[1] = vec![1.0; ffn];
@@ -55,7 +59,11 @@ fn reference_hand_made_rows() {
     // Padding blocks (values 128..511) are all-zero groups: d = 0, q = 0.
     for r in 0..5 {
         for kc in 1..4 {
-            assert_eq!(bytemuck::bytes_of(&blk(r, kc)), &[0u8; 144][..], "row {r} chunk {kc}");
+            assert_eq!(
+                bytemuck::bytes_of(&blk(r, kc)),
+                &[0u8; 144][..],
+                "row {r} chunk {kc}"
+            );
         }
     }
     // Row 0: zeros.
@@ -65,7 +73,12 @@ fn reference_hand_made_rows() {
     let b = blk(1, 0);
     assert_eq!(b.d[0], 1.0 / (127.0 / 3.0e38));
     assert_eq!(b.qs[5], 127);
-    assert!(b.qs[..32].iter().enumerate().all(|(i, &q)| i == 5 || q == 0));
+    assert!(
+        b.qs[..32]
+            .iter()
+            .enumerate()
+            .all(|(i, &q)| i == 5 || q == 0)
+    );
     assert_eq!(b.d[1], 1.0 / 127.0);
     assert!(b.qs[32..].iter().all(|&q| q == 127));
     // Row 2: ties round away from zero; d = 1.
@@ -87,7 +100,10 @@ fn reference_hand_made_rows() {
     let h = reference::swiglu_f32(&gu, &s);
     let mut two = poisoned_blocks(s.out_blocks());
     reference::quantize_q8_1(&h, 5, ffn, ffn, 5, &mut two);
-    assert_eq!(bytemuck::cast_slice::<_, u8>(&two), bytemuck::cast_slice::<_, u8>(&fused));
+    assert_eq!(
+        bytemuck::cast_slice::<_, u8>(&two),
+        bytemuck::cast_slice::<_, u8>(&fused)
+    );
 }
 
 fn random_gate_up(rng: &mut Rng, s: &SwigluQuantShape) -> Vec<f32> {
@@ -107,13 +123,21 @@ fn random_gate_up(rng: &mut Rng, s: &SwigluQuantShape) -> Vec<f32> {
         }
     }
     let j = rng.below(s.ffn as u64) as usize;
-    let (g, u) = if s.interleaved { (2 * j, 2 * j + 1) } else { (j, s.ffn + j) };
+    let (g, u) = if s.interleaved {
+        (2 * j, 2 * j + 1)
+    } else {
+        (j, s.ffn + j)
+    };
     gu[huge_row * s.gu_stride + g] = 40.0;
     gu[huge_row * s.gu_stride + u] = 7.5e36;
     if s.n_rows == 1 {
         // the single row also gets an all-zero group
         for k in 0..32 {
-            let (g, u) = if s.interleaved { (2 * (64 + k), 2 * (64 + k) + 1) } else { (64 + k, s.ffn + 64 + k) };
+            let (g, u) = if s.interleaved {
+                (2 * (64 + k), 2 * (64 + k) + 1)
+            } else {
+                (64 + k, s.ffn + 64 + k)
+            };
             gu[g] = 0.0;
             gu[u] = 0.0;
         }
@@ -125,7 +149,13 @@ fn random_gate_up(rng: &mut Rng, s: &SwigluQuantShape) -> Vec<f32> {
 fn reference_fused_equals_two_kernel() {
     let mut rng = Rng::new(seed("reference_fused_equals_two_kernel"));
     for interleaved in [false, true] {
-        let s = SwigluQuantShape { n_rows: 37, ffn: 640, gu_stride: 1288, interleaved, n_cols: 40 };
+        let s = SwigluQuantShape {
+            n_rows: 37,
+            ffn: 640,
+            gu_stride: 1288,
+            interleaved,
+            n_cols: 40,
+        };
         let gu = random_gate_up(&mut rng, &s);
         let mut fused = poisoned_blocks(s.out_blocks());
         reference::swiglu_quant(&gu, &s, &mut fused);
@@ -146,7 +176,11 @@ fn gpu_case(gpu: &host::device::Gpu, rng: &mut Rng, s: SwigluQuantShape, down: W
     let label = format!(
         "down {} {} rows {} ffn {}",
         down.name(),
-        if s.interleaved { "interleaved" } else { "split" },
+        if s.interleaved {
+            "interleaved"
+        } else {
+            "split"
+        },
         s.n_rows,
         s.ffn
     );
@@ -164,17 +198,26 @@ fn gpu_case(gpu: &host::device::Gpu, rng: &mut Rng, s: SwigluQuantShape, down: W
     plan.launch(gpu, &d_gu, &mut fused).expect("launch fused");
     let mut two = poisoned_u8(gpu, out_bytes);
     let mut h = poisoned_f32(gpu, plan.h_len());
-    plan.launch_two_kernel(gpu, &d_gu, &mut h, &mut two).expect("launch two-kernel");
+    plan.launch_two_kernel(gpu, &d_gu, &mut h, &mut two)
+        .expect("launch two-kernel");
     gpu.sync().expect("kernels should run without fault");
 
     let got = download_checked(gpu, &label, &fused, out_bytes);
     assert_bytes_eq(&format!("{label} fused"), &got, want, locate_q8_1(s.n_cols));
     let got_h = download_checked_f32(gpu, &label, &h, plan.h_len());
-    assert_bytes_eq(&format!("{label} two-kernel H"), &got_h, bytemuck::cast_slice(&want_h), |i| {
-        format!("row {}, value {}", i / 4 / s.ffn, i / 4 % s.ffn)
-    });
+    assert_bytes_eq(
+        &format!("{label} two-kernel H"),
+        &got_h,
+        bytemuck::cast_slice(&want_h),
+        |i| format!("row {}, value {}", i / 4 / s.ffn, i / 4 % s.ffn),
+    );
     let got = download_checked(gpu, &label, &two, out_bytes);
-    assert_bytes_eq(&format!("{label} two-kernel"), &got, want, locate_q8_1(s.n_cols));
+    assert_bytes_eq(
+        &format!("{label} two-kernel"),
+        &got,
+        want,
+        locate_q8_1(s.n_cols),
+    );
 }
 
 /// The 18 cases: down Q2_0 / IQ4_NL / Q8_0 x split / interleaved x 1 / 37 / 4113 rows, n_ff 640.
@@ -209,7 +252,12 @@ fn gpu_other_widths() {
     for ffn in [128, 256, 384, 512, 768, 1024, 1152, 1536, 2048, 2560] {
         assert_eq!(padded_k(ffn) % 512, 0);
         for interleaved in [false, true] {
-            gpu_case(&gpu, &mut rng, SwigluQuantShape::dense(300, ffn, interleaved), WType::Q2_0);
+            gpu_case(
+                &gpu,
+                &mut rng,
+                SwigluQuantShape::dense(300, ffn, interleaved),
+                WType::Q2_0,
+            );
         }
     }
 }
@@ -219,7 +267,13 @@ fn gpu_other_widths() {
 #[ignore = "needs a CUDA GPU"]
 fn gpu_zero_rows() {
     let gpu = gpu();
-    let s = SwigluQuantShape { n_rows: 0, ffn: 640, gu_stride: 1280, interleaved: false, n_cols: 4 };
+    let s = SwigluQuantShape {
+        n_rows: 0,
+        ffn: 640,
+        gu_stride: 1280,
+        interleaved: false,
+        n_cols: 4,
+    };
     let plan = SwigluQuantPlan::new(&s, WType::Q8_0.id()).expect("plan");
     let gu = gpu.upload(&[0.0f32; 4]).expect("upload");
     let mut out = poisoned_u8(&gpu, s.out_blocks() * 144);

@@ -37,7 +37,12 @@ unsafe fn load_gate_up(row: *const f32, ffn: u32, k0: u32, interleaved: bool) ->
 /// Four SwiGLU values, written out (constant indices only: no local memory).
 #[inline(always)]
 fn swiglu_x4(g: [f32; 4], u: [f32; 4]) -> [f32; 4] {
-    [swiglu(g[0], u[0]), swiglu(g[1], u[1]), swiglu(g[2], u[2]), swiglu(g[3], u[3])]
+    [
+        swiglu(g[0], u[0]),
+        swiglu(g[1], u[1]),
+        swiglu(g[2], u[2]),
+        swiglu(g[3], u[3]),
+    ]
 }
 
 /// Fused SwiGLU + q8_1 D4 quantization: `out` = q8_1(swiglu(gate, up)) of every row, padded
@@ -104,7 +109,9 @@ pub unsafe extern "ptx-kernel" fn moe_quantize_q8_1(p: QuantizeParams) {
     let mut v = [0.0f32; 4];
     if k0 < p.k {
         // SAFETY: k is a multiple of 4, so k0 + 4 <= k; rows are 16-byte aligned.
-        v = unsafe { ld_nc_v4_f32((p.x as *const f32).add(row as usize * p.x_stride as usize + k0 as usize)) };
+        v = unsafe {
+            ld_nc_v4_f32((p.x as *const f32).add(row as usize * p.x_stride as usize + k0 as usize))
+        };
     }
     // SAFETY: out holds padded_k(k) / 128 chunks of n_cols blocks and row < n_rows <= n_cols.
     unsafe { store_q8_1_x4(p.out as *mut BlockQ8_1Mmq, p.n_cols, row, k0, v) };

@@ -4,10 +4,16 @@ use host::device::{Gpu, KERNEL_NAMES};
 use host::ptx::MODULES;
 
 pub fn run() -> host::Result<()> {
-    let targets: Vec<String> = MODULES.iter().map(|(a, p)| format!("sm_{a} ({} KB)", p.len() / 1024)).collect();
+    let targets: Vec<String> = MODULES
+        .iter()
+        .map(|(a, p)| format!("sm_{a} ({} KB)", p.len() / 1024))
+        .collect();
     println!("PTX targets built: {}", targets.join(", "));
     println!("kernels: {}", KERNEL_NAMES.join(", "));
-    println!("CPU threads for the reference: {}", host::reference::threads());
+    println!(
+        "CPU threads for the reference: {}",
+        host::reference::threads()
+    );
     match Gpu::open() {
         Ok(g) => {
             let i = &g.info;
@@ -22,7 +28,11 @@ pub fn run() -> host::Result<()> {
                 i.driver_version / 1000,
                 i.driver_version % 1000 / 10
             );
-            println!("loaded PTX: sm_{} ({} kernels resolved)", i.ptx_arch, KERNEL_NAMES.len());
+            println!(
+                "loaded PTX: sm_{} ({} kernels resolved)",
+                i.ptx_arch,
+                KERNEL_NAMES.len()
+            );
         }
         Err(e) => println!("{e}"),
     }

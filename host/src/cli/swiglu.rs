@@ -32,7 +32,10 @@ pub fn run(a: &SwigluArgs) -> Result<()> {
     let Some(gpu) = super::open_gpu_or_say() else {
         return cpu_only(a);
     };
-    println!("device: {} (sm_{}, {} SMs)", gpu.info.name, gpu.info.ptx_arch, gpu.info.sm_count);
+    println!(
+        "device: {} (sm_{}, {} SMs)",
+        gpu.info.name, gpu.info.ptx_arch, gpu.info.sm_count
+    );
     let (copy_gbs, _) = copy_bandwidth(&gpu, 1 << 30)?;
     println!("device-to-device copy: {copy_gbs:.0} GB/s (read + write), the ceiling below");
     println!(
@@ -55,12 +58,26 @@ fn table_rows(gpu: &Gpu, a: &SwigluArgs, rows: usize, copy_gbs: f64) -> Result<(
     let mut two = gpu.alloc_filled::<u8>(out_bytes, 0xa5)?;
     let mut h = gpu.alloc_filled::<f32>(plan.h_len(), 0xa5)?;
     let tf = bench(gpu, 3, REPS, || plan.launch(gpu, &d_gu, &mut fused))?;
-    let tt = bench(gpu, 3, REPS, || plan.launch_two_kernel(gpu, &d_gu, &mut h, &mut two))?;
-    let mut want = vec![BlockQ8_1Mmq { d: [0.0; 4], qs: [0; 128] }; s.out_blocks()];
+    let tt = bench(gpu, 3, REPS, || {
+        plan.launch_two_kernel(gpu, &d_gu, &mut h, &mut two)
+    })?;
+    let mut want = vec![
+        BlockQ8_1Mmq {
+            d: [0.0; 4],
+            qs: [0; 128]
+        };
+        s.out_blocks()
+    ];
     reference::swiglu_quant(&gu, &s, &mut want);
     let want: &[u8] = bytemuck::cast_slice(&want);
     for (name, stats, bytes, buf, speedup) in [
-        ("fused", tf, s.fused_bytes(), &fused, Some(tt.median / tf.median)),
+        (
+            "fused",
+            tf,
+            s.fused_bytes(),
+            &fused,
+            Some(tt.median / tf.median),
+        ),
         ("two-kernel", tt, s.two_kernel_bytes(), &two, None),
     ] {
         let got = gpu.download(buf)?;
@@ -80,7 +97,9 @@ fn table_rows(gpu: &Gpu, a: &SwigluArgs, rows: usize, copy_gbs: f64) -> Result<(
             stats.max
         );
         if diff != 0 {
-            return Err(Error::Mismatch(format!("{name} swiglu_quant at {rows} rows: {diff} bytes differ")));
+            return Err(Error::Mismatch(format!(
+                "{name} swiglu_quant at {rows} rows: {diff} bytes differ"
+            )));
         }
     }
     Ok(())
@@ -92,7 +111,13 @@ pub fn cpu_only(a: &SwigluArgs) -> Result<()> {
     let s = SwigluQuantShape::dense(rows, a.ffn, a.interleaved);
     SwigluQuantPlan::new(&s, WType::Q2_0.id())?;
     let gu = host::synth::normal_f32(a.seed, s.gu_len(), 3.0);
-    let mut out = vec![BlockQ8_1Mmq { d: [0.0; 4], qs: [0; 128] }; s.out_blocks()];
+    let mut out = vec![
+        BlockQ8_1Mmq {
+            d: [0.0; 4],
+            qs: [0; 128]
+        };
+        s.out_blocks()
+    ];
     let t = std::time::Instant::now();
     reference::swiglu_quant(&gu, &s, &mut out);
     let ms = t.elapsed().as_secs_f64() * 1e3;

@@ -33,11 +33,21 @@ pub struct SwigluQuantShape {
 impl SwigluQuantShape {
     /// Dense rows of `2 * ffn`, halves, output exactly `n_rows` rows.
     pub fn dense(n_rows: usize, ffn: usize, interleaved: bool) -> Self {
-        SwigluQuantShape { n_rows, ffn, gu_stride: 2 * ffn, interleaved, n_cols: n_rows }
+        SwigluQuantShape {
+            n_rows,
+            ffn,
+            gu_stride: 2 * ffn,
+            interleaved,
+            n_cols: n_rows,
+        }
     }
     /// f32 elements the gate/up input needs.
     pub fn gu_len(&self) -> usize {
-        if self.n_rows == 0 { 0 } else { (self.n_rows - 1) * self.gu_stride + 2 * self.ffn }
+        if self.n_rows == 0 {
+            0
+        } else {
+            (self.n_rows - 1) * self.gu_stride + 2 * self.ffn
+        }
     }
     /// q8_1 D4 blocks of the output buffer.
     pub fn out_blocks(&self) -> usize {
@@ -45,7 +55,8 @@ impl SwigluQuantShape {
     }
     /// Bytes the fused kernel must move: f32 gate/up in, q8_1 blocks out.
     pub fn fused_bytes(&self) -> u64 {
-        (self.n_rows * 2 * self.ffn * 4 + padded_k(self.ffn) / MMQ_BLOCK_VALUES * self.n_rows * BLOCK_BYTES) as u64
+        (self.n_rows * 2 * self.ffn * 4
+            + padded_k(self.ffn) / MMQ_BLOCK_VALUES * self.n_rows * BLOCK_BYTES) as u64
     }
     /// Bytes the two-kernel form moves: the fused bytes plus H written and read back.
     pub fn two_kernel_bytes(&self) -> u64 {
@@ -84,29 +95,56 @@ impl SwigluQuantPlan {
         }
 
         if s.ffn == 0 || s.ffn % MMQ_BLOCK_VALUES != 0 {
-            return Err(shape(format!("{k}: ffn"), s.ffn, "it must be a positive multiple of 128"));
+            return Err(shape(
+                format!("{k}: ffn"),
+                s.ffn,
+                "it must be a positive multiple of 128",
+            ));
         }
         if s.ffn > 1 << 24 {
-            return Err(shape(format!("{k}: ffn"), s.ffn, "at most 16,777,216 supported"));
+            return Err(shape(
+                format!("{k}: ffn"),
+                s.ffn,
+                "at most 16,777,216 supported",
+            ));
         }
         if s.gu_stride < 2 * s.ffn || s.gu_stride % 4 != 0 {
             return Err(shape(
                 format!("{k}: gate/up row stride"),
                 s.gu_stride,
-                format!("it must be a multiple of 4 and at least 2 * ffn = {}", 2 * s.ffn),
+                format!(
+                    "it must be a multiple of 4 and at least 2 * ffn = {}",
+                    2 * s.ffn
+                ),
             ));
         }
         if s.gu_stride > u32::MAX as usize {
-            return Err(shape(format!("{k}: gate/up row stride"), s.gu_stride, "it must fit in u32"));
+            return Err(shape(
+                format!("{k}: gate/up row stride"),
+                s.gu_stride,
+                "it must fit in u32",
+            ));
         }
         if s.n_rows > s.n_cols {
-            return Err(shape(format!("{k}: rows"), s.n_rows, format!("the output holds {} rows", s.n_cols)));
+            return Err(shape(
+                format!("{k}: rows"),
+                s.n_rows,
+                format!("the output holds {} rows", s.n_cols),
+            ));
         }
         if s.n_rows > MAX_GRID_X || s.n_cols > u32::MAX as usize {
-            return Err(shape(format!("{k}: rows"), s.n_rows, format!("at most {MAX_GRID_X} rows per launch")));
+            return Err(shape(
+                format!("{k}: rows"),
+                s.n_rows,
+                format!("at most {MAX_GRID_X} rows per launch"),
+            ));
         }
         let config = (s.n_rows > 0).then(|| LaunchConfig {
-            grid_dim: (s.n_rows as u32, (padded_k(s.ffn) / QUANT_BLOCK_VALUES) as u32, 1),
+            grid_dim: (
+                s.n_rows as u32,
+                (padded_k(s.ffn) / QUANT_BLOCK_VALUES) as u32,
+                1,
+            ),
             block_dim: (QUANT_BLOCK_THREADS as u32, 1, 1),
             shared_mem_bytes: 0,
         });
@@ -115,11 +153,19 @@ impl SwigluQuantPlan {
 
     fn check_buffers(&self, gu: &CudaSlice<f32>, out: &CudaSlice<u8>) -> Result<()> {
         if gu.len() < self.shape.gu_len() {
-            return Err(Error::Buffer { what: "gate/up", got: gu.len(), want: self.shape.gu_len() });
+            return Err(Error::Buffer {
+                what: "gate/up",
+                got: gu.len(),
+                want: self.shape.gu_len(),
+            });
         }
         let want = self.shape.out_blocks() * BLOCK_BYTES;
         if out.len() < want {
-            return Err(Error::Buffer { what: "q8_1 out (bytes)", got: out.len(), want });
+            return Err(Error::Buffer {
+                what: "q8_1 out (bytes)",
+                got: out.len(),
+                want,
+            });
         }
         Ok(())
     }
@@ -127,7 +173,9 @@ impl SwigluQuantPlan {
     /// Queues the fused kernel: `out` (bytes of D4 blocks) = q8_1(swiglu(gu)).
     pub fn launch(&self, gpu: &Gpu, gu: &CudaSlice<f32>, out: &mut CudaSlice<u8>) -> Result<()> {
         self.check_buffers(gu, out)?;
-        let Some(cfg) = self.config else { return Ok(()) };
+        let Some(cfg) = self.config else {
+            return Ok(());
+        };
         let s = &self.shape;
         let p = KArg(SwigluQuantParams {
             gu: dptr(gu, &gpu.stream),
@@ -141,8 +189,13 @@ impl SwigluQuantPlan {
         });
         // SAFETY: the plan checked the shape against the kernel's limits and check_buffers the
         // buffer sizes against the shape; the kernel reads gu and writes out within them.
-        unsafe { gpu.stream.launch_builder(&gpu.kernels.moe_swiglu_quant).arg(&p).launch(cfg) }
-            .op("launch moe_swiglu_quant")?;
+        unsafe {
+            gpu.stream
+                .launch_builder(&gpu.kernels.moe_swiglu_quant)
+                .arg(&p)
+                .launch(cfg)
+        }
+        .op("launch moe_swiglu_quant")?;
         Ok(())
     }
 
@@ -161,9 +214,15 @@ impl SwigluQuantPlan {
     ) -> Result<()> {
         self.check_buffers(gu, out)?;
         if h.len() < self.h_len() {
-            return Err(Error::Buffer { what: "h", got: h.len(), want: self.h_len() });
+            return Err(Error::Buffer {
+                what: "h",
+                got: h.len(),
+                want: self.h_len(),
+            });
         }
-        let Some(cfg) = self.config else { return Ok(()) };
+        let Some(cfg) = self.config else {
+            return Ok(());
+        };
         let s = &self.shape;
         let sw = KArg(SwigluParams {
             gu: dptr(gu, &gpu.stream),
@@ -174,12 +233,21 @@ impl SwigluQuantPlan {
             interleaved: s.interleaved as u32,
         });
         let swiglu_cfg = LaunchConfig {
-            grid_dim: (s.n_rows as u32, s.ffn.div_ceil(QUANT_BLOCK_VALUES) as u32, 1),
+            grid_dim: (
+                s.n_rows as u32,
+                s.ffn.div_ceil(QUANT_BLOCK_VALUES) as u32,
+                1,
+            ),
             ..cfg
         };
         // SAFETY: as in `launch`; h holds n_rows * ffn f32 (checked above).
-        unsafe { gpu.stream.launch_builder(&gpu.kernels.moe_swiglu_f32).arg(&sw).launch(swiglu_cfg) }
-            .op("launch moe_swiglu_f32")?;
+        unsafe {
+            gpu.stream
+                .launch_builder(&gpu.kernels.moe_swiglu_f32)
+                .arg(&sw)
+                .launch(swiglu_cfg)
+        }
+        .op("launch moe_swiglu_f32")?;
         let qp = KArg(QuantizeParams {
             x: dptr(h, &gpu.stream),
             out: dptr(out, &gpu.stream),
@@ -190,8 +258,13 @@ impl SwigluQuantPlan {
         });
         // SAFETY: h is n_rows rows of ffn f32, out was checked for padded_k(ffn)/128 * n_cols
         // blocks; the grid is the same as the fused kernel's.
-        unsafe { gpu.stream.launch_builder(&gpu.kernels.moe_quantize_q8_1).arg(&qp).launch(cfg) }
-            .op("launch moe_quantize_q8_1")?;
+        unsafe {
+            gpu.stream
+                .launch_builder(&gpu.kernels.moe_quantize_q8_1)
+                .arg(&qp)
+                .launch(cfg)
+        }
+        .op("launch moe_quantize_q8_1")?;
         Ok(())
     }
 }
@@ -206,9 +279,23 @@ mod tests {
         let p = SwigluQuantPlan::new(&ok, 42).unwrap();
         assert_eq!(p.config.unwrap().grid_dim, (37, 2, 1));
         assert_eq!(ok.out_blocks(), 8 * 37);
-        assert!(SwigluQuantPlan::new(&SwigluQuantShape::dense(0, 640, false), 42).unwrap().config.is_none());
+        assert!(
+            SwigluQuantPlan::new(&SwigluQuantShape::dense(0, 640, false), 42)
+                .unwrap()
+                .config
+                .is_none()
+        );
         assert!(SwigluQuantPlan::new(&SwigluQuantShape::dense(1, 100, false), 42).is_err());
-        assert!(SwigluQuantPlan::new(&SwigluQuantShape { gu_stride: 1279, ..ok }, 42).is_err());
+        assert!(
+            SwigluQuantPlan::new(
+                &SwigluQuantShape {
+                    gu_stride: 1279,
+                    ..ok
+                },
+                42
+            )
+            .is_err()
+        );
         assert!(SwigluQuantPlan::new(&SwigluQuantShape { n_cols: 36, ..ok }, 42).is_err());
         // Q4_K (12) reads DS4, Q2_K (10) D2S6, F32 (0) is not an MMQ type: refused.
         for t in [12, 10, 0] {

@@ -9,7 +9,9 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 /// Number of worker threads: all cores.
 pub fn threads() -> usize {
-    std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1)
+    std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(1)
 }
 
 /// Calls `f(i, &mut out[i * chunk .. (i + 1) * chunk])` for every chunk of `out`, on all cores.
@@ -17,8 +19,10 @@ pub fn par_chunks_mut<T: Send>(out: &mut [T], chunk: usize, f: impl Fn(usize, &m
     let chunk = chunk.max(1);
     let parts: Vec<(usize, &mut [T])> = out.chunks_mut(chunk).enumerate().collect();
     let n = parts.len();
-    let slots: Vec<std::sync::Mutex<Option<(usize, &mut [T])>>> =
-        parts.into_iter().map(|p| std::sync::Mutex::new(Some(p))).collect();
+    let slots: Vec<std::sync::Mutex<Option<(usize, &mut [T])>>> = parts
+        .into_iter()
+        .map(|p| std::sync::Mutex::new(Some(p)))
+        .collect();
     let next = AtomicUsize::new(0);
     std::thread::scope(|s| {
         for _ in 0..threads().min(n) {

@@ -9,13 +9,23 @@ use crate::reference::{par_chunks_mut, par_map};
 
 /// Gate and up value `j` of a row of the gate/up product.
 fn gate_up(row: &[f32], ffn: usize, j: usize, interleaved: bool) -> (f32, f32) {
-    if interleaved { (row[2 * j], row[2 * j + 1]) } else { (row[j], row[ffn + j]) }
+    if interleaved {
+        (row[2 * j], row[2 * j + 1])
+    } else {
+        (row[j], row[ffn + j])
+    }
 }
 
 /// Quantizes one row of `k` values (zero-padded to `padded_k(k)`) into its D4 blocks.
 pub fn quantize_row(x: &[f32]) -> Vec<BlockQ8_1Mmq> {
     let kp = padded_k(x.len());
-    let mut blocks = vec![BlockQ8_1Mmq { d: [0.0; 4], qs: [0; 128] }; kp / MMQ_BLOCK_VALUES];
+    let mut blocks = vec![
+        BlockQ8_1Mmq {
+            d: [0.0; 4],
+            qs: [0; 128]
+        };
+        kp / MMQ_BLOCK_VALUES
+    ];
     for (g, grp) in (0..kp / QK8_1).map(|g| (g, g * QK8_1)) {
         let vals: [f32; 32] = std::array::from_fn(|i| x.get(grp + i).copied().unwrap_or(0.0));
         let (d, q) = quantize_group_q8_1(&vals);
@@ -65,7 +75,14 @@ pub fn swiglu_f32(gu: &[f32], s: &SwigluQuantShape) -> Vec<f32> {
 
 /// Two-kernel form, step 2: q8_1 D4 of f32 rows `x[n_rows, x_stride]` (first `k` values each)
 /// into `out` (`[padded_k(k) / 128][n_cols]`). Only rows `< n_rows` are written.
-pub fn quantize_q8_1(x: &[f32], n_rows: usize, k: usize, x_stride: usize, n_cols: usize, out: &mut [BlockQ8_1Mmq]) {
+pub fn quantize_q8_1(
+    x: &[f32],
+    n_rows: usize,
+    k: usize,
+    x_stride: usize,
+    n_cols: usize,
+    out: &mut [BlockQ8_1Mmq],
+) {
     let rows = par_map(n_rows, |r| quantize_row(&x[r * x_stride..r * x_stride + k]));
     scatter_rows(&rows, n_cols, out);
 }
