@@ -151,6 +151,40 @@ pub fn quantize_group_q8_1(x: &[f32; 32]) -> (f32, [i8; 32]) {
     (q8_1_scale(d_inv), q)
 }
 
+/// `c as f32` for |c| < 2^22, exactly, without an int-to-float conversion instruction: the bits
+/// of `1.5 * 2^23 + c` minus `1.5 * 2^23` (both steps exact). MMQ's integer sums are below
+/// 32 * 127 * 128 < 2^20.
+#[inline(always)]
+pub fn small_i32_to_f32(c: i32) -> f32 {
+    f32::from_bits(0x4b40_0000u32.wrapping_add(c as u32)) - 12_582_912.0
+}
+
+/// One step of MMQ's float epilogue for the "Q8_0-style" types (Q8_0, Q2_0, IQ4_NL, IQ2_XXS,
+/// IQ3_XXS, IQ3_S; ggml-reference.md §5.1): `acc = fma(C * dA, dB, acc)`, where C is the exact
+/// int32 sum of one 32-value group, dA its weight scale and dB its activation scale.
+#[inline(always)]
+pub fn mmq_step_32(acc: f32, c: i32, da: f32, db: f32) -> f32 {
+    fma(small_i32_to_f32(c) * da, db, acc)
+}
+
+/// One step of MMQ's float epilogue for the "Q8_0_16" types (IQ2_XS, IQ2_S; §5.1): the group's
+/// two 16-value sums `c0`, `c1` with their scales: `p1 = C1 * dA1; inner = fma(C0, dA0, p1);
+/// acc = fma(dB, inner, acc)`.
+#[inline(always)]
+pub fn mmq_step_16(acc: f32, c0: i32, c1: i32, da0: f32, da1: f32, db: f32) -> f32 {
+    let p1 = small_i32_to_f32(c1) * da1;
+    let inner = fma(small_i32_to_f32(c0), da0, p1);
+    fma(db, inner, acc)
+}
+
+/// The MoE weighted sum of one output value over a token's top-k slots, in slot order:
+/// `acc = e_0 * w_0`, then `acc = fma(e_s, w_s, acc)` (ggml's fused CUDA reduction,
+/// ggml-reference.md §8.3).
+#[inline(always)]
+pub fn combine_step(acc: f32, e: f32, w: f32, first: bool) -> f32 {
+    if first { e * w } else { fma(e, w, acc) }
+}
+
 /// IEEE binary16 bits to f32, exactly (subnormals, infinities and NaN payloads included).
 #[inline(always)]
 pub fn f16_to_f32(h: u16) -> f32 {
@@ -283,6 +317,16 @@ mod tests {
             } else {
                 assert_eq!(f32_to_f16(f), want.to_bits(), "{f:e}");
             }
+        }
+    }
+
+    #[test]
+    fn small_int_conversion_is_exact() {
+        for c in (-(1 << 22) + 1..(1 << 22))
+            .step_by(7)
+            .chain([-1, 0, 1, 516_128, -516_128])
+        {
+            assert_eq!(small_i32_to_f32(c), c as f32, "{c}");
         }
     }
 

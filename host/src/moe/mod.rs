@@ -2,4 +2,5 @@
 //! pure plan (grid, block, shared memory, buffer sizes, every limit checked with the kernel name
 //! in the error) and a `launch` that checks buffers against the plan.
 
+pub mod shape;
 pub mod swiglu_quant;

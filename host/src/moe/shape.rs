@@ -1,0 +1,249 @@
+//! What one MoE layer's prefill works on: the shape, the weights (borrowed where they lie), the
+//! routing, and the expert-sorted row order every product uses.
+
+use gpu::layout::{MMQ_BLOCK_VALUES, WType, padded_k};
+
+use crate::error::{Error, Result, shape};
+use crate::formats::ExpertTensor;
+
+/// One MoE layer's dimensions and weight formats.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MoeShape {
+    pub n_experts: usize,
+    pub top_k: usize,
+    /// Model width: gate/up K and down N.
+    pub hidden: usize,
+    /// Expert FFN width: gate/up N (each) and down K.
+    pub ffn: usize,
+    pub gate_up_type: WType,
+    pub down_type: WType,
+}
+
+impl MoeShape {
+    /// The reference shape: E = 512, top-10, hidden 2560, FFN 640, the canonical Q2_0 pack.
+    pub const REFERENCE: MoeShape = MoeShape {
+        n_experts: 512,
+        top_k: 10,
+        hidden: 2560,
+        ffn: 640,
+        gate_up_type: WType::Q2_0,
+        down_type: WType::Q2_0,
+    };
+
+    /// Checks everything the kernels and the reference rely on.
+    pub fn check(&self) -> Result<()> {
+        if self.n_experts == 0 || self.n_experts > 1 << 16 {
+            return Err(shape(
+                "expert count",
+                self.n_experts,
+                "1 to 65,536 supported",
+            ));
+        }
+        if self.top_k == 0 || self.top_k > self.n_experts || self.top_k > 32 {
+            return Err(shape(
+                "top-k",
+                self.top_k,
+                format!("1 to min(32, experts = {})", self.n_experts),
+            ));
+        }
+        for (what, k, w) in [
+            ("hidden (gate/up K)", self.hidden, self.gate_up_type),
+            ("ffn (down K)", self.ffn, self.down_type),
+        ] {
+            if k == 0 || k % MMQ_BLOCK_VALUES != 0 || k % w.block_values() != 0 {
+                return Err(shape(
+                    what,
+                    k,
+                    format!(
+                        "it must be a positive multiple of 128 and of {}'s block of {}",
+                        w.name(),
+                        w.block_values()
+                    ),
+                ));
+            }
+            if k > 1 << 20 {
+                return Err(shape(what, k, "at most 1,048,576 supported"));
+            }
+        }
+        Ok(())
+    }
+
+    /// Values of a quantized activation row of the gate/up product (hidden, padded).
+    pub fn hidden_padded(&self) -> usize {
+        padded_k(self.hidden)
+    }
+
+    /// int8 multiply-adds x 2 of the three expert products for `n_tokens` tokens.
+    pub fn ops(&self, n_tokens: usize) -> u64 {
+        2 * (n_tokens * self.top_k) as u64
+            * (2 * self.ffn * self.hidden + self.hidden * self.ffn) as u64
+    }
+
+    /// Bytes of all experts' weights (gate, up, down).
+    pub fn weight_bytes(&self) -> u64 {
+        let e = self.n_experts as u64;
+        e * (2 * self.ffn * self.gate_up_type.row_bytes(self.hidden)
+            + self.hidden * self.down_type.row_bytes(self.ffn)) as u64
+    }
+}
+
+/// Gate and up weights: two tensors `[n_experts][ffn][hidden]`, or one merged tensor
+/// `[n_experts][2 ffn][hidden]` whose rows `0..ffn` are gate and `ffn..2 ffn` up.
+#[derive(Clone, Copy, Debug)]
+pub enum GateUp<'a> {
+    Separate {
+        gate: ExpertTensor<'a>,
+        up: ExpertTensor<'a>,
+    },
+    Merged(ExpertTensor<'a>),
+}
+
+impl<'a> GateUp<'a> {
+    /// Row `n` (0..2 ffn) of the gate/up product of expert `e`: gate rows then up rows.
+    pub fn row(&self, e: usize, n: usize) -> &'a [u8] {
+        match self {
+            GateUp::Separate { gate, up } => {
+                if n < gate.n_rows {
+                    gate.row(e, n)
+                } else {
+                    up.row(e, n - gate.n_rows)
+                }
+            }
+            GateUp::Merged(t) => t.row(e, n),
+        }
+    }
+
+    pub fn wtype(&self) -> WType {
+        match self {
+            GateUp::Separate { gate, .. } => gate.wtype,
+            GateUp::Merged(t) => t.wtype,
+        }
+    }
+}
+
+/// One layer's expert weights.
+#[derive(Clone, Copy, Debug)]
+pub struct LayerWeights<'a> {
+    pub gate_up: GateUp<'a>,
+    pub down: ExpertTensor<'a>,
+}
+
+impl<'a> LayerWeights<'a> {
+    /// Checks the tensors against the shape.
+    pub fn check(&self, s: &MoeShape) -> Result<()> {
+        s.check()?;
+        let want = |t: &ExpertTensor, what: &str, w: WType, n: usize, k: usize| -> Result<()> {
+            if t.wtype != w || t.n_experts != s.n_experts || t.n_rows != n || t.k != k {
+                return Err(Error::Unsupported(format!(
+                    "{what} tensor is {} [{} experts x {} x {}], the layer needs {} [{} x {} x {}]",
+                    t.wtype.name(),
+                    t.n_experts,
+                    t.n_rows,
+                    t.k,
+                    w.name(),
+                    s.n_experts,
+                    n,
+                    k
+                )));
+            }
+            Ok(())
+        };
+        match &self.gate_up {
+            GateUp::Separate { gate, up } => {
+                want(gate, "gate", s.gate_up_type, s.ffn, s.hidden)?;
+                want(up, "up", s.gate_up_type, s.ffn, s.hidden)?;
+            }
+            GateUp::Merged(t) => want(t, "merged gate_up", s.gate_up_type, 2 * s.ffn, s.hidden)?,
+        }
+        want(&self.down, "down", s.down_type, s.hidden, s.ffn)
+    }
+}
+
+/// Each token's top-k experts and their weights, `[n_tokens][top_k]`, slot order as selected.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Routing {
+    pub n_tokens: usize,
+    pub top_k: usize,
+    pub ids: Vec<u32>,
+    pub weights: Vec<f32>,
+}
+
+impl Routing {
+    /// Checks ids are in range and distinct per token.
+    pub fn check(&self, n_experts: usize) -> Result<()> {
+        let n = self.n_tokens * self.top_k;
+        if self.ids.len() != n || self.weights.len() != n {
+            return Err(shape(
+                "routing entries",
+                self.ids.len(),
+                format!("{} tokens x top-{} = {n}", self.n_tokens, self.top_k),
+            ));
+        }
+        for t in 0..self.n_tokens {
+            let row = &self.ids[t * self.top_k..(t + 1) * self.top_k];
+            for (s, &e) in row.iter().enumerate() {
+                if e as usize >= n_experts {
+                    return Err(shape(
+                        format!("routing: token {t} slot {s} expert id"),
+                        e,
+                        format!("fewer than {n_experts} experts"),
+                    ));
+                }
+                if row[..s].contains(&e) {
+                    return Err(Error::Unsupported(format!(
+                        "routing: token {t} selects expert {e} twice"
+                    )));
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The (token, slot) rows sorted by expert, tokens ascending within an expert (as
+/// `mm_ids_helper`, ggml-reference.md §7.3). Row c of the products ("compact" order) is
+/// `(row_token[c], row_slot[c])`; expert e owns rows `expert_bounds[e] .. expert_bounds[e + 1]`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RowOrder {
+    pub expert_bounds: Vec<u32>,
+    pub row_token: Vec<u32>,
+    pub row_slot: Vec<u32>,
+}
+
+impl RowOrder {
+    pub fn from_routing(r: &Routing, n_experts: usize) -> RowOrder {
+        let mut counts = vec![0u32; n_experts + 1];
+        for &e in &r.ids {
+            counts[e as usize + 1] += 1;
+        }
+        for e in 0..n_experts {
+            counts[e + 1] += counts[e];
+        }
+        let mut next = counts.clone();
+        let n = r.ids.len();
+        let (mut row_token, mut row_slot) = (vec![0u32; n], vec![0u32; n]);
+        for t in 0..r.n_tokens {
+            for s in 0..r.top_k {
+                let e = r.ids[t * r.top_k + s] as usize;
+                let c = next[e] as usize;
+                next[e] += 1;
+                row_token[c] = t as u32;
+                row_slot[c] = s as u32;
+            }
+        }
+        RowOrder {
+            expert_bounds: counts,
+            row_token,
+            row_slot,
+        }
+    }
+
+    pub fn n_rows(&self) -> usize {
+        self.row_token.len()
+    }
+
+    /// Rows of expert e.
+    pub fn rows_of(&self, e: usize) -> std::ops::Range<usize> {
+        self.expert_bounds[e] as usize..self.expert_bounds[e + 1] as usize
+    }
+}
