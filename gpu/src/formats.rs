@@ -308,10 +308,10 @@ mod tests {
         for s in 0..16u32 {
             let v = 0x2b19_0843u32;
             let got = apply_signs4(v, s).to_le_bytes();
-            for m in 0..4 {
-                let b = v.to_le_bytes()[m] as i8;
+            for (m, (&g, &b)) in got.iter().zip(&v.to_le_bytes()).enumerate() {
+                let b = b as i8;
                 let want = if s >> m & 1 == 1 { -b } else { b };
-                assert_eq!(got[m] as i8, want);
+                assert_eq!(g as i8, want);
             }
         }
     }

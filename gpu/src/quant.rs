@@ -70,8 +70,10 @@ pub fn exp(x: f32) -> f32 {
     const P2: f32 = 8.333_452e-3;
     const P3: f32 = 4.166_579_6e-2;
     const P4: f32 = 1.666_666_5e-1;
-    const P5: f32 = 5.000_000_1e-1;
-    // max/min skip NaN: a NaN input computes e^-104 here and is returned as itself at the end.
+    const P5: f32 = 5e-1;
+    // max/min skip NaN: a NaN input computes e^-104 here and is returned as itself at the end
+    // (`clamp` would keep the NaN and make the integer conversion below undefined).
+    #[allow(clippy::manual_clamp)]
     let xc = x.max(-104.0).min(89.0);
     let nf = (xc * LOG2E + SHIFTER) - SHIFTER;
     let r = fma(-nf, LN2_HI, xc);

@@ -35,7 +35,7 @@ impl<'a> ExpertTensor<'a> {
         k: usize,
         data: &'a [u8],
     ) -> Result<Self> {
-        if k == 0 || k % wtype.block_values() != 0 {
+        if k == 0 || !k.is_multiple_of(wtype.block_values()) {
             return Err(shape(
                 format!("{} tensor row length", wtype.name()),
                 k,

@@ -94,7 +94,7 @@ impl SwigluQuantPlan {
             }
         }
 
-        if s.ffn == 0 || s.ffn % MMQ_BLOCK_VALUES != 0 {
+        if s.ffn == 0 || !s.ffn.is_multiple_of(MMQ_BLOCK_VALUES) {
             return Err(shape(
                 format!("{k}: ffn"),
                 s.ffn,
@@ -108,7 +108,7 @@ impl SwigluQuantPlan {
                 "at most 16,777,216 supported",
             ));
         }
-        if s.gu_stride < 2 * s.ffn || s.gu_stride % 4 != 0 {
+        if s.gu_stride < 2 * s.ffn || !s.gu_stride.is_multiple_of(4) {
             return Err(shape(
                 format!("{k}: gate/up row stride"),
                 s.gu_stride,

@@ -17,8 +17,6 @@ use gpu::layout::BlockQ8_1Mmq;
 use crate::moe::shape::{LayerWeights, MoeShape, Routing, RowOrder};
 use crate::moe::swiglu_quant::SwigluQuantShape;
 
-use std::sync::atomic::{AtomicUsize, Ordering};
-
 /// Number of worker threads: all cores.
 pub fn threads() -> usize {
     std::thread::available_parallelism()
@@ -28,30 +26,7 @@ pub fn threads() -> usize {
 
 /// Calls `f(i, &mut out[i * chunk .. (i + 1) * chunk])` for every chunk of `out`, on all cores.
 pub fn par_chunks_mut<T: Send>(out: &mut [T], chunk: usize, f: impl Fn(usize, &mut [T]) + Sync) {
-    let chunk = chunk.max(1);
-    let parts: Vec<(usize, &mut [T])> = out.chunks_mut(chunk).enumerate().collect();
-    let n = parts.len();
-    let slots: Vec<std::sync::Mutex<Option<(usize, &mut [T])>>> = parts
-        .into_iter()
-        .map(|p| std::sync::Mutex::new(Some(p)))
-        .collect();
-    let next = AtomicUsize::new(0);
-    std::thread::scope(|s| {
-        for _ in 0..threads().min(n) {
-            s.spawn(|| {
-                loop {
-                    let i = next.fetch_add(1, Ordering::Relaxed);
-                    if i >= n {
-                        break;
-                    }
-                    let taken = slots[i].lock().map(|mut g| g.take()).ok().flatten();
-                    if let Some((idx, part)) = taken {
-                        f(idx, part);
-                    }
-                }
-            });
-        }
-    });
+    par_items(out.chunks_mut(chunk.max(1)).enumerate().collect(), |(i, c)| f(i, c));
 }
 
 /// `(0..n).map(f)` computed on all cores, in order.
