@@ -26,7 +26,10 @@ pub fn threads() -> usize {
 
 /// Calls `f(i, &mut out[i * chunk .. (i + 1) * chunk])` for every chunk of `out`, on all cores.
 pub fn par_chunks_mut<T: Send>(out: &mut [T], chunk: usize, f: impl Fn(usize, &mut [T]) + Sync) {
-    par_items(out.chunks_mut(chunk.max(1)).enumerate().collect(), |(i, c)| f(i, c));
+    par_items(
+        out.chunks_mut(chunk.max(1)).enumerate().collect(),
+        |(i, c)| f(i, c),
+    );
 }
 
 /// `(0..n).map(f)` computed on all cores, in order.

@@ -122,16 +122,20 @@ mod tests {
     }
 
     #[test]
-    fn nan_is_never_preferred() {
-        let logits = [f32::NAN, 0.0, 1.0];
+    fn nan_and_infinite_logits() {
+        // -inf logits get probability 0 and rank after every finite one.
         let rp = RouteParams {
             n_experts: 3,
             top_k: 2,
             norm: false,
             scale: 2.0,
         };
-        let r = route(&logits, 1, &rp);
-        // max skips NaN, the NaN logit's prob is NaN and ranks last
+        let r = route(&[f32::NEG_INFINITY, 0.0, 1.0], 1, &rp);
         assert_eq!(r.ids, vec![2, 1]);
+        // A NaN logit makes the sum, hence every probability, NaN (as in ggml): all keys tie and
+        // the lowest ids are chosen, deterministically; the weights are NaN.
+        let r = route(&[1.0, f32::NAN, 0.0], 1, &rp);
+        assert_eq!(r.ids, vec![0, 1]);
+        assert!(r.weights.iter().all(|w| w.is_nan()));
     }
 }
