@@ -4,10 +4,12 @@
 //! - `moe`: one launcher per kernel family (plans + launches).
 //! - `reference`: the CPU reference every GPU result must equal byte for byte.
 //! - `ggml`: type ids and block sizes.
+//! - `gguf`: GGUF reader (checks everything), streaming writer, MoE-layer finder.
 
 pub mod device;
 pub mod error;
 pub mod ggml;
+pub mod gguf;
 pub mod moe;
 pub mod ptx;
 pub mod reference;
