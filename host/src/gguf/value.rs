@@ -7,18 +7,31 @@
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[repr(u32)]
 pub enum ValueType {
+    /// Unsigned 8-bit integer.
     U8 = 0,
+    /// Signed 8-bit integer.
     I8 = 1,
+    /// Unsigned 16-bit integer.
     U16 = 2,
+    /// Signed 16-bit integer.
     I16 = 3,
+    /// Unsigned 32-bit integer.
     U32 = 4,
+    /// Signed 32-bit integer.
     I32 = 5,
+    /// 32-bit float.
     F32 = 6,
+    /// Bool, one byte 0 or 1.
     Bool = 7,
+    /// String: u64 byte length, UTF-8 bytes.
     Str = 8,
+    /// Array: u32 element type, u64 count, elements.
     Array = 9,
+    /// Unsigned 64-bit integer.
     U64 = 10,
+    /// Signed 64-bit integer.
     I64 = 11,
+    /// 64-bit float.
     F64 = 12,
 }
 
@@ -87,20 +100,32 @@ impl ValueType {
 /// One metadata value.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Value {
+    /// An unsigned 8-bit integer.
     U8(u8),
+    /// A signed 8-bit integer.
     I8(i8),
+    /// An unsigned 16-bit integer.
     U16(u16),
+    /// A signed 16-bit integer.
     I16(i16),
+    /// An unsigned 32-bit integer.
     U32(u32),
+    /// A signed 32-bit integer.
     I32(i32),
+    /// A 32-bit float.
     F32(f32),
+    /// A bool.
     Bool(bool),
+    /// A string.
     Str(String),
     /// Declared element type and the elements; every element has that type (nested arrays are
     /// `Array(ValueType::Array, [Array(..), ..])`).
     Array(ValueType, Vec<Value>),
+    /// An unsigned 64-bit integer.
     U64(u64),
+    /// A signed 64-bit integer.
     I64(i64),
+    /// A 64-bit float.
     F64(f64),
 }
 
