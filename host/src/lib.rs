@@ -4,11 +4,13 @@
 //! - `moe`: one launcher per kernel family (plans + launches).
 //! - `reference`: the CPU reference every GPU result must equal byte for byte.
 //! - `ggml`: type ids and block sizes.
+//! - `gguf`: GGUF reader (checks everything), streaming writer, MoE-layer finder.
 
 pub mod device;
 pub mod error;
 pub mod formats;
 pub mod ggml;
+pub mod gguf;
 pub mod moe;
 pub mod ptx;
 pub mod reference;

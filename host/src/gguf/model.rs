@@ -1,0 +1,443 @@
+//! The MoE layers of a model file: routing hyperparameters from the metadata and, per layer, the
+//! router and expert tensors with their shapes checked against the metadata and each other.
+//!
+//! Names and shapes are llama.cpp's (src/llama-arch.cpp, `create_tensor_gate_up_exps` in
+//! src/llama-model.cpp; docs/ggml-reference.md §8.1), shapes as ggml `ne`:
+//! - `blk.N.ffn_gate_inp.weight` {n_embd, n_expert}: the router (required);
+//! - `blk.N.ffn_gate_exps.weight` and `blk.N.ffn_up_exps.weight` {n_embd, n_ff, n_expert}, or
+//!   `blk.N.ffn_gate_up_exps.weight` {n_embd, 2 n_ff, n_expert} (gate rows first), not both;
+//! - `blk.N.ffn_down_exps.weight` {n_ff, n_embd, n_expert} (required; it marks a MoE layer);
+//! - optional `blk.N.ffn_gate_inp.bias` and `blk.N.exp_probs_b.bias`, {n_expert}.
+//!
+//! Weight types are reported, not judged: whether a path can run one is the caller's decision.
+
+use super::{GgufFile, TensorInfo, Value};
+use crate::error::Result;
+
+/// Architectures whose llama.cpp graph passes fixed routing choices to `build_moe_ffn` instead
+/// of reading `expert_weights_norm` / `expert_gating_func` from the metadata:
+/// (architecture, weights normalised, gating function). Source: src/models/{arch}.cpp.
+const GRAPH_FIXED: &[(&str, bool, u32)] = &[
+    ("llama", true, 1),
+    ("llama4", false, 2),
+    ("grok", true, 1),
+    ("dbrx", true, 1),
+    ("arctic", true, 1),
+    ("deepseek", false, 1),
+    ("jamba", false, 1),
+    ("olmoe", false, 1),
+    ("qwen2moe", false, 1),
+    ("qwen3moe", true, 1),
+    ("qwen3next", true, 1),
+    ("qwen3vlmoe", true, 1),
+    ("qwen35moe", true, 1),
+    ("ernie4_5-moe", true, 1),
+    ("llada-moe", false, 1),
+    ("gpt-oss", false, 3),
+];
+
+/// Routing hyperparameters of a MoE model, as llama.cpp's graph uses them.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ModelInfo {
+    /// `general.architecture`; the other keys are `{arch}.<name>`.
+    pub arch: String,
+    /// `{arch}.block_count`.
+    pub n_layers: usize,
+    /// `{arch}.embedding_length`: the hidden size.
+    pub n_embd: usize,
+    /// `{arch}.expert_count`.
+    pub n_expert: usize,
+    /// `{arch}.expert_used_count`: top-k.
+    pub n_expert_used: usize,
+    /// `{arch}.expert_feed_forward_length` (a scalar, or per layer with one non-zero width);
+    /// when absent, the width of the first MoE layer's `ffn_down_exps` (ne0).
+    pub n_ff_exp: usize,
+    /// Divide the top-k weights by their sum. `{arch}.expert_weights_norm` (default false),
+    /// except for the architectures whose llama.cpp graph fixes it (qwen3moe: true, ...).
+    pub expert_weights_norm: bool,
+    /// Multiply the top-k weights by this. `{arch}.expert_weights_scale`; absent or 0 (which
+    /// ggml treats as "no scaling") gives 1.0.
+    pub expert_weights_scale: f32,
+    /// 1 softmax, 2 sigmoid, 3 softmax over the selected weights, 4 sqrt(softplus).
+    /// `{arch}.expert_gating_func` (absent or 0: softmax), except for the
+    /// architectures whose llama.cpp graph fixes it.
+    pub gating_func: u32,
+}
+
+/// One tensor of the file with its bytes (a slice of the map).
+#[derive(Clone, Copy, Debug)]
+pub struct TensorRef<'a> {
+    /// Name, shape, type, offset, size.
+    pub info: &'a TensorInfo,
+    /// The tensor's bytes, `info.n_bytes` of them.
+    pub data: &'a [u8],
+}
+
+impl TensorRef<'_> {
+    /// The ggml type id.
+    pub fn ggml_type(&self) -> u32 {
+        self.info.ggml_type
+    }
+}
+
+/// The router and expert tensors of one MoE layer, shapes checked.
+#[derive(Clone, Debug)]
+pub struct MoeLayer<'a> {
+    /// Block index N of `blk.N.*`.
+    pub layer: usize,
+    /// Expert FFN width (ne0 of `down`; equal to [`ModelInfo::n_ff_exp`]).
+    pub n_ff: usize,
+    /// `blk.N.ffn_gate_inp.weight` {n_embd, n_expert}.
+    pub router: TensorRef<'a>,
+    /// `blk.N.ffn_gate_inp.bias` {n_expert}, added to the router logits, if present.
+    pub router_bias: Option<TensorRef<'a>>,
+    /// `blk.N.exp_probs_b.bias` {n_expert}, added to the probabilities for selection only.
+    pub probs_bias: Option<TensorRef<'a>>,
+    /// `blk.N.ffn_gate_exps.weight` {n_embd, n_ff, n_expert}; present exactly when `up` is.
+    pub gate: Option<TensorRef<'a>>,
+    /// `blk.N.ffn_up_exps.weight` {n_embd, n_ff, n_expert}, same type as `gate`.
+    pub up: Option<TensorRef<'a>>,
+    /// `blk.N.ffn_gate_up_exps.weight` {n_embd, 2 n_ff, n_expert}: gate rows, then up rows.
+    /// Present exactly when `gate` and `up` are not.
+    pub gate_up: Option<TensorRef<'a>>,
+    /// `blk.N.ffn_down_exps.weight` {n_ff, n_embd, n_expert}.
+    pub down: TensorRef<'a>,
+    /// Other routed-expert tensors of this layer that the fields above do not cover (per-expert
+    /// scales or biases such as `ffn_down_exps.bias`, chunked experts, ...). A caller that does
+    /// not implement them must refuse the layer rather than ignore them.
+    pub extra: Vec<&'a TensorInfo>,
+}
+
+impl GgufFile {
+    /// The routing hyperparameters, checked for presence, type and range.
+    pub fn model_info(&self) -> Result<ModelInfo> {
+        let arch = match self.get("general.architecture") {
+            Some(Value::Str(a)) => a.clone(),
+            Some(v) => {
+                return Err(self.err(format!(
+                    "general.architecture must be a string, found {}",
+                    v.describe()
+                )));
+            }
+            None => {
+                return Err(self.err("missing general.architecture; cannot name the model's keys"));
+            }
+        };
+        let count = |name: &str| -> Result<usize> {
+            let key = format!("{arch}.{name}");
+            match self.get(&key) {
+                None => Err(self.err(format!("missing {key}"))),
+                Some(v) => v
+                    .as_u64()
+                    .and_then(|n| usize::try_from(n).ok())
+                    .ok_or_else(|| {
+                        self.err(format!(
+                            "{key} must be a non-negative integer, found {}",
+                            v.describe()
+                        ))
+                    }),
+            }
+        };
+        let n_layers = count("block_count")?;
+        let n_embd = count("embedding_length")?;
+        let n_expert = count("expert_count")?;
+        let n_expert_used = count("expert_used_count")?;
+        if n_embd == 0 {
+            return Err(self.err(format!("{arch}.embedding_length is 0")));
+        }
+        if n_expert == 0 {
+            return Err(self.err(format!("{arch}.expert_count is 0: not a MoE model")));
+        }
+        if n_expert_used == 0 || n_expert_used > n_expert {
+            return Err(self.err(format!(
+                "{arch}.expert_used_count is {n_expert_used}; it must be in 1..={n_expert} (expert_count)"
+            )));
+        }
+
+        let key = format!("{arch}.expert_weights_norm");
+        let mut expert_weights_norm = match self.get(&key) {
+            None => false,
+            Some(v) => v
+                .as_bool()
+                .ok_or_else(|| self.err(format!("{key} must be a bool, found {}", v.describe())))?,
+        };
+        let key = format!("{arch}.expert_weights_scale");
+        let expert_weights_scale = match self.get(&key) {
+            None => 1.0,
+            Some(v) => match v.as_f32() {
+                Some(0.0) => 1.0,
+                Some(s) if s.is_finite() => s,
+                _ => {
+                    return Err(self.err(format!(
+                        "{key} must be a finite float, found {}",
+                        v.describe()
+                    )));
+                }
+            },
+        };
+        let key = format!("{arch}.expert_gating_func");
+        let mut gating_func = match self.get(&key) {
+            None => 1,
+            Some(v) => match v.as_u64() {
+                Some(0) => 1,
+                Some(g @ 1..=4) => g as u32,
+                _ => {
+                    return Err(self.err(format!(
+                        "{key} is {}; llama.cpp defines 1 softmax, 2 sigmoid, 3 softmax over the \
+                         selected weights, 4 sqrt(softplus)",
+                        v.describe()
+                    )));
+                }
+            },
+        };
+        if let Some(&(_, norm, gating)) = GRAPH_FIXED.iter().find(|f| f.0 == arch) {
+            expert_weights_norm = norm;
+            gating_func = gating;
+        }
+
+        let mut info = ModelInfo {
+            arch,
+            n_layers,
+            n_embd,
+            n_expert,
+            n_expert_used,
+            n_ff_exp: 0,
+            expert_weights_norm,
+            expert_weights_scale,
+            gating_func,
+        };
+        info.n_ff_exp = self.n_ff_exp(&info)?;
+        Ok(info)
+    }
+
+    /// Every MoE layer, in block order (dense blocks, e.g. DeepSeek's first ones, are skipped).
+    /// An error if there is none or if any is malformed.
+    pub fn moe_layers(&self) -> Result<Vec<MoeLayer<'_>>> {
+        let info = self.model_info()?;
+        let layers = (0..info.n_layers)
+            .filter(|&n| self.tensor(&expert_name(n, "ffn_down_exps")).is_some())
+            .map(|n| self.layer_of(&info, n))
+            .collect::<Result<Vec<_>>>()?;
+        if layers.is_empty() {
+            return Err(self.no_moe_layer(&info));
+        }
+        Ok(layers)
+    }
+
+    /// MoE layer `n` (block `blk.n.*`).
+    pub fn moe_layer(&self, n: usize) -> Result<MoeLayer<'_>> {
+        let info = self.model_info()?;
+        self.layer_of(&info, n)
+    }
+
+    /// The expert width: from the metadata, else from the first MoE layer.
+    fn n_ff_exp(&self, info: &ModelInfo) -> Result<usize> {
+        let key = format!("{}.expert_feed_forward_length", info.arch);
+        let widths: Vec<u64> = match self.get(&key) {
+            None => Vec::new(),
+            Some(Value::Array(_, items)) => {
+                let w: Option<Vec<u64>> = items.iter().map(Value::as_u64).collect();
+                let w =
+                    w.ok_or_else(|| self.err(format!("{key} must hold non-negative integers")))?;
+                if w.len() != info.n_layers {
+                    return Err(self.err(format!(
+                        "{key} has {} entries; block_count is {}",
+                        w.len(),
+                        info.n_layers
+                    )));
+                }
+                w.into_iter().filter(|&n| n != 0).collect()
+            }
+            Some(v) => vec![v.as_u64().ok_or_else(|| {
+                self.err(format!(
+                    "{key} must be a non-negative integer, found {}",
+                    v.describe()
+                ))
+            })?],
+        };
+        if let Some(&first) = widths.first() {
+            if widths.iter().any(|&w| w != first) {
+                return Err(self.err(format!(
+                    "{key} differs between layers ({widths:?}); not supported"
+                )));
+            }
+            return usize::try_from(first)
+                .ok()
+                .filter(|&w| w > 0)
+                .ok_or_else(|| self.err(format!("{key} is {first}")));
+        }
+        let first_moe =
+            (0..info.n_layers).find_map(|n| self.tensor(&expert_name(n, "ffn_down_exps")));
+        match first_moe {
+            Some(down) => usize::try_from(down.dims[0])
+                .map_err(|_| self.err(format!("'{}' is too wide", down.name))),
+            None => Err(self.no_moe_layer(info)),
+        }
+    }
+
+    fn no_moe_layer(&self, info: &ModelInfo) -> crate::Error {
+        self.err(format!(
+            "no MoE layer: no tensor named blk.N.ffn_down_exps.weight for any N in 0..{} \
+             ({}.block_count)",
+            info.n_layers, info.arch
+        ))
+    }
+
+    fn layer_of<'s>(&'s self, info: &ModelInfo, n: usize) -> Result<MoeLayer<'s>> {
+        if n >= info.n_layers {
+            return Err(self.err(format!(
+                "layer {n} does not exist: {}.block_count is {}",
+                info.arch, info.n_layers
+            )));
+        }
+        let down_name = expert_name(n, "ffn_down_exps");
+        let Some(down) = self.tensor(&down_name) else {
+            return Err(self.err(format!(
+                "layer {n} is not a MoE layer: no tensor named {down_name}"
+            )));
+        };
+        let (embd, expert) = (info.n_embd as u64, info.n_expert as u64);
+        let ff = info.n_ff_exp as u64;
+        self.expect_shape(
+            down,
+            &[("n_ff", ff), ("n_embd", embd), ("n_expert", expert)],
+        )?;
+
+        let router_name = expert_name(n, "ffn_gate_inp");
+        let router = self.tensor(&router_name).ok_or_else(|| {
+            self.err(format!(
+                "MoE layer {n} has no router: no tensor named {router_name}"
+            ))
+        })?;
+        self.expect_shape(router, &[("n_embd", embd), ("n_expert", expert)])?;
+
+        let find = |stem: &str, suffix: &str| self.tensor(&format!("blk.{n}.{stem}.{suffix}"));
+        let router_bias = find("ffn_gate_inp", "bias");
+        let probs_bias = find("exp_probs_b", "bias");
+        for t in router_bias.iter().chain(&probs_bias) {
+            self.expect_shape(t, &[("n_expert", expert)])?;
+        }
+
+        let gate = find("ffn_gate_exps", "weight");
+        let up = find("ffn_up_exps", "weight");
+        let gate_up = find("ffn_gate_up_exps", "weight");
+        match (gate, up, gate_up) {
+            (Some(g), Some(u), None) => {
+                self.expect_shape(g, &[("n_embd", embd), ("n_ff", ff), ("n_expert", expert)])?;
+                self.expect_shape(u, &[("n_embd", embd), ("n_ff", ff), ("n_expert", expert)])?;
+                if g.ggml_type != u.ggml_type {
+                    return Err(self.err(format!(
+                        "'{}' is {} but '{}' is {}; gate and up must have the same type",
+                        g.name,
+                        g.type_name(),
+                        u.name,
+                        u.type_name()
+                    )));
+                }
+            }
+            (None, None, Some(gu)) => {
+                let ff2 = ff
+                    .checked_mul(2)
+                    .ok_or_else(|| self.err("2 * n_ff overflows"))?;
+                self.expect_shape(
+                    gu,
+                    &[("n_embd", embd), ("2 n_ff", ff2), ("n_expert", expert)],
+                )?;
+            }
+            (None, None, None) => {
+                return Err(self.err(format!(
+                    "MoE layer {n} has neither blk.{n}.ffn_gate_exps.weight + blk.{n}.ffn_up_exps.weight \
+                     nor blk.{n}.ffn_gate_up_exps.weight"
+                )));
+            }
+            (g, u, gu) => {
+                let have: Vec<&str> = [g, u, gu]
+                    .iter()
+                    .flatten()
+                    .map(|t| t.name.as_str())
+                    .collect();
+                return Err(self.err(format!(
+                    "MoE layer {n} has {have:?}; it needs either both ffn_gate_exps and ffn_up_exps \
+                     or ffn_gate_up_exps alone"
+                )));
+            }
+        }
+
+        let used: Vec<&str> = [
+            Some(down),
+            Some(router),
+            router_bias,
+            probs_bias,
+            gate,
+            up,
+            gate_up,
+        ]
+        .iter()
+        .flatten()
+        .map(|t| t.name.as_str())
+        .collect();
+        let prefix = format!("blk.{n}.");
+        let extra = self
+            .tensors()
+            .iter()
+            .filter(|t| {
+                t.name
+                    .strip_prefix(&prefix)
+                    .is_some_and(is_routed_expert_tensor)
+            })
+            .filter(|t| !used.contains(&t.name.as_str()))
+            .collect();
+
+        let r = |t: &'s TensorInfo| TensorRef {
+            info: t,
+            data: self.tensor_data(t),
+        };
+        Ok(MoeLayer {
+            layer: n,
+            n_ff: info.n_ff_exp,
+            router: r(router),
+            router_bias: router_bias.map(r),
+            probs_bias: probs_bias.map(r),
+            gate: gate.map(r),
+            up: up.map(r),
+            gate_up: gate_up.map(r),
+            down: r(down),
+            extra,
+        })
+    }
+
+    /// `t`'s shape must be `want` (named dimensions), up to trailing 1s.
+    fn expect_shape(&self, t: &TensorInfo, want: &[(&str, u64)]) -> Result<()> {
+        let mut want4 = [1u64; 4];
+        for (w, &(_, n)) in want4.iter_mut().zip(want) {
+            *w = n;
+        }
+        if t.shape4() == want4 {
+            return Ok(());
+        }
+        let named: Vec<String> = want.iter().map(|(name, n)| format!("{name} {n}")).collect();
+        Err(self.err(format!(
+            "tensor '{}' ({}) has shape {:?}; expected [{}]",
+            t.name,
+            t.type_name(),
+            t.dims,
+            named.join(", ")
+        )))
+    }
+}
+
+/// `blk.{n}.{stem}.weight`.
+fn expert_name(n: usize, stem: &str) -> String {
+    format!("blk.{n}.{stem}.weight")
+}
+
+/// Whether a layer tensor (name after `blk.N.`) takes part in the routed-expert computation:
+/// the router, selection biases, and anything per expert (`*_exps.*`, `*_chexps.*`).
+fn is_routed_expert_tensor(local: &str) -> bool {
+    local.starts_with("ffn_gate_inp.")
+        || local.starts_with("exp_probs_b")
+        || local
+            .split('.')
+            .next()
+            .is_some_and(|stem| stem.ends_with("_exps") || stem.ends_with("_chexps"))
+}
