@@ -338,3 +338,148 @@ host_pod!(SwigluQuantParams, SwigluParams, QuantizeParams);
 const _: () = assert!(size_of::<SwigluQuantParams>() == 40);
 const _: () = assert!(size_of::<SwigluParams>() == 32);
 const _: () = assert!(size_of::<QuantizeParams>() == 32);
+
+/// Weight rows (output features) per CTA of the MMQ products.
+pub const MMQ_ROWS: usize = 128;
+/// Activation rows (columns in MMQ terms) per CTA of the MMQ products.
+pub const MMQ_COLS: usize = 64;
+/// K values per step of the MMQ K loop: one D4 block, four 32-value groups.
+pub const MMQ_KSTEP: usize = 128;
+/// Threads of an MMQ CTA: 8 warps, 4 along the rows x 2 along the columns, 32 x 32 each.
+pub const MMQ_THREADS: usize = 256;
+/// Bytes from one row of an int8 tile in shared memory to the next: 128 values + 16 bytes,
+/// which staggers the rows over the banks (conflict-free `ldmatrix`) and, for the activation
+/// tile, is exactly one `block_q8_1_mmq` (scales, then values).
+pub const MMQ_SMEM_ROW: usize = 144;
+/// Shared memory of an MMQ CTA: weight tile (int8), weight scales (8 f32 per row: one per 16
+/// values), activation tile (D4 blocks).
+pub const MMQ_SMEM_A: usize = MMQ_ROWS * MMQ_SMEM_ROW;
+pub const MMQ_SMEM_SCALES: usize = MMQ_ROWS * 8 * 4;
+pub const MMQ_SMEM_B: usize = MMQ_COLS * MMQ_SMEM_ROW;
+pub const MMQ_SMEM_BYTES: usize = MMQ_SMEM_A + MMQ_SMEM_SCALES + MMQ_SMEM_B;
+
+/// One CTA's column tile of an MMQ product: expert `expert`'s activation rows
+/// `col_start .. col_start + n_cols` (compact order, `n_cols <= MMQ_COLS`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(C)]
+pub struct MmqTile {
+    pub expert: u32,
+    pub col_start: u32,
+    pub n_cols: u32,
+    pub _pad: u32,
+}
+
+/// Parameters of the MMQ products `moe_gate_up_<wtype>_mmq` / `moe_down_<wtype>_mmq`.
+///
+/// Output row `n` (0..`n`) of expert e uses weight row `n` of tensor `w0` when `n < n_split`,
+/// else row `n - n_split` of `w1` (separate gate and up tensors); each tensor holds
+/// `w_expert_bytes` per expert, `row_bytes` per row. Activations `x`: D4 blocks
+/// `[k / 128][n_cols_x]`. The result of compact row c goes to
+/// `out[out_row(c) * out_stride + n]`, `out_row(c) = out_rows[c]` or c when `out_rows` is 0.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(C)]
+pub struct MmqParams {
+    pub w0: u64,
+    pub w1: u64,
+    pub w_expert_bytes: u64,
+    /// `*const BlockQ8_1Mmq`
+    pub x: u64,
+    /// `*const MmqTile`, one per CTA along grid.x
+    pub tiles: u64,
+    /// `*mut f32`
+    pub out: u64,
+    /// `*const u32` or 0
+    pub out_rows: u64,
+    pub row_bytes: u32,
+    pub n_split: u32,
+    /// Output features; a multiple of MMQ_ROWS.
+    pub n: u32,
+    /// Values per row; a multiple of MMQ_KSTEP.
+    pub k: u32,
+    pub n_cols_x: u32,
+    pub out_stride: u32,
+}
+
+/// Parameters of `moe_route`: softmax + top-k of router logits `[n_tokens][n_experts]` into
+/// `ids` / `weights` `[n_tokens][top_k]` (rules: host/src/reference/route.rs).
+#[derive(Clone, Copy, Debug, PartialEq)]
+#[repr(C)]
+pub struct RouteParams {
+    /// `*const f32`
+    pub logits: u64,
+    /// `*mut u32`
+    pub ids: u64,
+    /// `*mut f32`
+    pub weights: u64,
+    pub n_tokens: u32,
+    pub n_experts: u32,
+    pub top_k: u32,
+    /// 1: divide the weights by their sum.
+    pub norm: u32,
+    /// Multiplier of the weights (not applied when 0 or 1).
+    pub scale: f32,
+    pub _pad: u32,
+}
+
+/// Tokens per chunk of the scatter kernels (one CTA of `moe_scatter_count` each).
+pub const SCATTER_CHUNK: usize = 256;
+/// Largest expert count the scatter and route kernels support.
+pub const MAX_EXPERTS: usize = 2048;
+
+/// Parameters of the scatter kernels (`moe_scatter_count`, `_offsets`, `_place`,
+/// `_quantize`): expert-sorted row order of a routing and the q8_1 activations placed in it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(C)]
+pub struct ScatterParams {
+    /// `*const u32` `[n_tokens][top_k]`
+    pub ids: u64,
+    /// `*mut u32` `[n_chunks][n_experts]`: per-chunk counts, then per-chunk offsets
+    pub chunk_counts: u64,
+    /// `*mut u32` `[n_experts + 1]`
+    pub expert_bounds: u64,
+    /// `*mut u32` `[n_rows]`: compact row -> token
+    pub row_token: u64,
+    /// `*mut u32` `[n_rows]`: compact row -> token * top_k + slot
+    pub row_dst: u64,
+    /// `*mut u32` `[n_tokens * top_k]`: token * top_k + slot -> compact row
+    pub row_of: u64,
+    /// `*const f32` `[n_tokens][hidden]`
+    pub x: u64,
+    /// `*mut BlockQ8_1Mmq` `[padded_k(hidden) / 128][n_tokens * top_k]`
+    pub xq: u64,
+    pub n_tokens: u32,
+    pub top_k: u32,
+    pub n_experts: u32,
+    pub hidden: u32,
+}
+
+/// Parameters of `moe_combine`: `out[t][h]` = weighted sum over slots of `dm[t * top_k + s][h]`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(C)]
+pub struct CombineParams {
+    /// `*const f32` `[n_tokens * top_k][hidden]`
+    pub dm: u64,
+    /// `*const f32` `[n_tokens][top_k]`
+    pub weights: u64,
+    /// `*mut f32` `[n_tokens][hidden]`
+    pub out: u64,
+    pub n_tokens: u32,
+    pub top_k: u32,
+    pub hidden: u32,
+    pub _pad: u32,
+}
+
+host_pod!(
+    MmqTile,
+    MmqParams,
+    RouteParams,
+    ScatterParams,
+    CombineParams
+);
+
+const _: () = assert!(size_of::<MmqTile>() == 16);
+const _: () = assert!(size_of::<MmqParams>() == 80);
+const _: () = assert!(size_of::<RouteParams>() == 48);
+const _: () = assert!(size_of::<ScatterParams>() == 80);
+const _: () = assert!(size_of::<CombineParams>() == 40);
+const _: () = assert!(MMQ_SMEM_BYTES <= 48 * 1024);

@@ -160,3 +160,223 @@ pub fn max_ftz(a: f32, b: f32) -> f32 {
     }
     r
 }
+
+core::arch::global_asm!(".extern .shared .align 16 .b8 SMEM[];");
+
+/// The 32-bit shared-window address of the dynamic shared memory array `SMEM` [5.1.5].
+#[inline(always)]
+pub fn smem_base() -> u32 {
+    let r: u32;
+    // SAFETY: reads a symbol address.
+    unsafe { asm!("mov.u32 {r}, SMEM;", r = out(reg32) r, options(pure, nomem, nostack)) };
+    r
+}
+
+/// `%laneid`.
+#[inline(always)]
+pub fn lane_id() -> u32 {
+    let r: u32;
+    // SAFETY: reads a special register.
+    unsafe { asm!("mov.u32 {r}, %laneid;", r = out(reg32) r, options(pure, nomem, nostack)) };
+    r
+}
+
+/// `bar.warp.sync 0xffffffff` [9.7.13.5]: all lanes of the warp reconverge and see each other's
+/// shared-memory writes.
+#[inline(always)]
+pub fn sync_warp() {
+    // SAFETY: a warp barrier; all lanes call it.
+    unsafe { asm!("bar.warp.sync 0xffffffff;", options(nostack)) };
+}
+
+/// `st.shared.v4.b32` [9.7.9.9].
+///
+/// # Safety
+/// `addr` must be a 16-byte aligned shared address inside the launch's dynamic shared memory.
+#[inline(always)]
+pub unsafe fn st_shared_v4(addr: u32, v: [u32; 4]) {
+    // SAFETY: the caller guarantees the address.
+    unsafe {
+        asm!("st.shared.v4.b32 [{a}], {{{x}, {y}, {z}, {w}}};", a = in(reg32) addr,
+             x = in(reg32) v[0], y = in(reg32) v[1], z = in(reg32) v[2], w = in(reg32) v[3],
+             options(nostack));
+    }
+}
+
+/// `st.shared.b32`.
+///
+/// # Safety
+/// `addr` must be a 4-byte aligned shared address inside the dynamic shared memory.
+#[inline(always)]
+pub unsafe fn st_shared_u32(addr: u32, v: u32) {
+    // SAFETY: the caller guarantees the address.
+    unsafe {
+        asm!("st.shared.b32 [{a}], {v};", a = in(reg32) addr, v = in(reg32) v, options(nostack))
+    };
+}
+
+/// `ld.shared.b32`.
+///
+/// # Safety
+/// `addr` must be a 4-byte aligned shared address inside the dynamic shared memory.
+#[inline(always)]
+pub unsafe fn ld_shared_u32(addr: u32) -> u32 {
+    let r: u32;
+    // SAFETY: the caller guarantees the address.
+    unsafe {
+        asm!("ld.shared.b32 {r}, [{a}];", r = out(reg32) r, a = in(reg32) addr, options(readonly, nostack))
+    };
+    r
+}
+
+/// `ld.shared.f32`.
+///
+/// # Safety
+/// As [`ld_shared_u32`].
+#[inline(always)]
+pub unsafe fn ld_shared_f32(addr: u32) -> f32 {
+    // SAFETY: forwarded contract.
+    f32::from_bits(unsafe { ld_shared_u32(addr) })
+}
+
+/// `atom.shared.add.u32` [9.7.13.3]: returns the old value.
+///
+/// # Safety
+/// As [`ld_shared_u32`].
+#[inline(always)]
+pub unsafe fn atomic_add_shared_u32(addr: u32, v: u32) -> u32 {
+    let r: u32;
+    // SAFETY: the caller guarantees the address.
+    unsafe {
+        asm!("atom.shared.add.u32 {r}, [{a}], {v};", r = out(reg32) r, a = in(reg32) addr,
+             v = in(reg32) v, options(nostack));
+    }
+    r
+}
+
+/// `ld.global.nc.v4.b32`: 16 bytes through the read-only path.
+///
+/// # Safety
+/// `p` must be a 16-byte aligned global address of 16 readable bytes not written during the
+/// kernel.
+#[inline(always)]
+pub unsafe fn ld_nc_v4_u32(p: *const u32) -> [u32; 4] {
+    let (a, b, c, d): (u32, u32, u32, u32);
+    // SAFETY: the caller guarantees alignment and validity.
+    unsafe {
+        asm!("ld.global.nc.v4.b32 {{{a}, {b}, {c}, {d}}}, [{p}];", a = out(reg32) a, b = out(reg32) b,
+             c = out(reg32) c, d = out(reg32) d, p = in(reg64) p, options(pure, readonly, nostack));
+    }
+    [a, b, c, d]
+}
+
+/// `ldmatrix.sync.aligned.m8n8.x4.shared.b16` [9.7.14.5.15]: four 8x8 matrices of 16-bit
+/// elements (here: 8 rows of 16 int8 each). Lanes 8i..8i+7 give the row addresses of matrix i;
+/// result register i holds matrix i's fragment: lane l gets row l/4, bytes 4(l%4)..4(l%4)+3 -
+/// exactly one .b32 of an m16n8k32 int8 A or B fragment.
+///
+/// # Safety
+/// `addr` (this lane's row) must be a 16-byte aligned shared address; all 32 lanes must call it.
+#[inline(always)]
+pub unsafe fn ldmatrix_x4(addr: u32) -> [u32; 4] {
+    let (a, b, c, d): (u32, u32, u32, u32);
+    // SAFETY: the caller guarantees the address and convergence.
+    unsafe {
+        asm!("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {{{a}, {b}, {c}, {d}}}, [{p}];",
+             a = out(reg32) a, b = out(reg32) b, c = out(reg32) c, d = out(reg32) d,
+             p = in(reg32) addr, options(readonly, nostack));
+    }
+    [a, b, c, d]
+}
+
+/// `mma.sync.aligned.m8n8k16.row.col.s32.s8.s8.s32` [9.7.14.5.14] with C = 0: the Turing shape.
+/// A: lane l holds row l/4, K 4(l%4)..+3; B: column l/4, same K; D: row l/4, columns 2(l%4), +1.
+#[inline(always)]
+pub fn mma_m8n8k16_s8(a: u32, b: u32) -> [i32; 2] {
+    let (d0, d1): (i32, i32);
+    // SAFETY: register-only; all lanes of the warp execute it together.
+    unsafe {
+        asm!("mma.sync.aligned.m8n8k16.row.col.s32.s8.s8.s32 {{{d0}, {d1}}}, {{{a}}}, {{{b}}}, {{{z}, {z}}};",
+             d0 = out(reg32) d0, d1 = out(reg32) d1, a = in(reg32) a, b = in(reg32) b, z = in(reg32) 0i32,
+             options(pure, nomem, nostack));
+    }
+    [d0, d1]
+}
+
+/// int8 16x8x32 product with C = 0: `mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32` on sm_80+
+/// [9.7.14.5.9], four `m8n8k16` on sm_75 (same exact sums).
+/// A (16x32): a[0] row g, K 4t..4t+3; a[1] row g+8, same K; a[2] row g, K 16+4t..; a[3] row
+/// g+8, K 16+4t.. (g = lane/4, t = lane%4). B (32x8, column-major): b[0] column g, K 4t..;
+/// b[1] column g, K 16+4t... D: d[0], d[1] row g, columns 2t, 2t+1; d[2], d[3] row g+8.
+#[inline(always)]
+pub fn mma_m16n8k32_s8(a: [u32; 4], b: [u32; 2]) -> [i32; 4] {
+    #[cfg(gpu_sm80)]
+    {
+        let (d0, d1, d2, d3): (i32, i32, i32, i32);
+        // SAFETY: register-only; all lanes of the warp execute it together.
+        unsafe {
+            asm!("mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {{{d0}, {d1}, {d2}, {d3}}}, {{{a0}, {a1}, {a2}, {a3}}}, {{{b0}, {b1}}}, {{{z}, {z}, {z}, {z}}};",
+                 d0 = out(reg32) d0, d1 = out(reg32) d1, d2 = out(reg32) d2, d3 = out(reg32) d3,
+                 a0 = in(reg32) a[0], a1 = in(reg32) a[1], a2 = in(reg32) a[2], a3 = in(reg32) a[3],
+                 b0 = in(reg32) b[0], b1 = in(reg32) b[1], z = in(reg32) 0i32,
+                 options(pure, nomem, nostack));
+        }
+        [d0, d1, d2, d3]
+    }
+    #[cfg(not(gpu_sm80))]
+    {
+        let lo0 = mma_m8n8k16_s8(a[0], b[0]);
+        let hi0 = mma_m8n8k16_s8(a[1], b[0]);
+        let lo1 = mma_m8n8k16_s8(a[2], b[1]);
+        let hi1 = mma_m8n8k16_s8(a[3], b[1]);
+        [
+            lo0[0] + lo1[0],
+            lo0[1] + lo1[1],
+            hi0[0] + hi1[0],
+            hi0[1] + hi1[1],
+        ]
+    }
+}
+
+/// int8 16x8x16 product with C = 0: `mma.sync.aligned.m16n8k16.row.col.s32.s8.s8.s32` on sm_80+,
+/// two `m8n8k16` on sm_75. A: a[0] row g, K 4t..; a[1] row g+8. B: column g, K 4t... D as
+/// [`mma_m16n8k32_s8`].
+#[inline(always)]
+pub fn mma_m16n8k16_s8(a: [u32; 2], b: u32) -> [i32; 4] {
+    #[cfg(gpu_sm80)]
+    {
+        let (d0, d1, d2, d3): (i32, i32, i32, i32);
+        // SAFETY: register-only; all lanes of the warp execute it together.
+        unsafe {
+            asm!("mma.sync.aligned.m16n8k16.row.col.s32.s8.s8.s32 {{{d0}, {d1}, {d2}, {d3}}}, {{{a0}, {a1}}}, {{{b0}}}, {{{z}, {z}, {z}, {z}}};",
+                 d0 = out(reg32) d0, d1 = out(reg32) d1, d2 = out(reg32) d2, d3 = out(reg32) d3,
+                 a0 = in(reg32) a[0], a1 = in(reg32) a[1], b0 = in(reg32) b, z = in(reg32) 0i32,
+                 options(pure, nomem, nostack));
+        }
+        [d0, d1, d2, d3]
+    }
+    #[cfg(not(gpu_sm80))]
+    {
+        let lo = mma_m8n8k16_s8(a[0], b);
+        let hi = mma_m8n8k16_s8(a[1], b);
+        [lo[0], lo[1], hi[0], hi[1]]
+    }
+}
+
+/// `shfl.sync.bfly.b32` on a u32.
+#[inline(always)]
+pub fn shfl_xor_u32(v: u32, lane_mask: u32) -> u32 {
+    shfl_xor_f32(f32::from_bits(v), lane_mask).to_bits()
+}
+
+/// `shfl.sync.idx.b32`: lane `src`'s value.
+#[inline(always)]
+pub fn shfl_idx_u32(v: u32, src: u32) -> u32 {
+    let r: u32;
+    // SAFETY: register-only warp shuffle; callers call it from converged, full warps.
+    unsafe {
+        asm!("shfl.sync.idx.b32 {r}, {v}, {s}, 0x1f, 0xffffffff;", r = out(reg32) r,
+             v = in(reg32) v, s = in(reg32) src, options(pure, nomem, nostack));
+    }
+    r
+}

@@ -62,9 +62,63 @@ kernels!(
     moe_swiglu_quant,
     moe_swiglu_f32,
     moe_quantize_q8_1,
+    moe_route,
+    moe_scatter_count,
+    moe_scatter_offsets,
+    moe_scatter_place,
+    moe_scatter_quantize,
+    moe_gate_up_q8_0_mmq,
+    moe_gate_up_q2_0_mmq,
+    moe_gate_up_iq4_nl_mmq,
+    moe_gate_up_iq2_xxs_mmq,
+    moe_gate_up_iq2_xs_mmq,
+    moe_gate_up_iq2_s_mmq,
+    moe_gate_up_iq3_xxs_mmq,
+    moe_gate_up_iq3_s_mmq,
+    moe_down_q8_0_mmq,
+    moe_down_q2_0_mmq,
+    moe_down_iq4_nl_mmq,
+    moe_down_iq2_xxs_mmq,
+    moe_down_iq2_xs_mmq,
+    moe_down_iq2_s_mmq,
+    moe_down_iq3_xxs_mmq,
+    moe_down_iq3_s_mmq,
+    moe_combine,
     probe_params_echo,
     probe_ggml_q8_1,
 );
+
+impl Kernels {
+    /// The MMQ gate/up kernel for weight type `w`.
+    pub fn gate_up_mmq(&self, w: gpu::layout::WType) -> &CudaFunction {
+        use gpu::layout::WType::*;
+        match w {
+            Q8_0 => &self.moe_gate_up_q8_0_mmq,
+            Q2_0 => &self.moe_gate_up_q2_0_mmq,
+            Iq4Nl => &self.moe_gate_up_iq4_nl_mmq,
+            Iq2Xxs => &self.moe_gate_up_iq2_xxs_mmq,
+            Iq2Xs => &self.moe_gate_up_iq2_xs_mmq,
+            Iq2S => &self.moe_gate_up_iq2_s_mmq,
+            Iq3Xxs => &self.moe_gate_up_iq3_xxs_mmq,
+            Iq3S => &self.moe_gate_up_iq3_s_mmq,
+        }
+    }
+
+    /// The MMQ down kernel for weight type `w`.
+    pub fn down_mmq(&self, w: gpu::layout::WType) -> &CudaFunction {
+        use gpu::layout::WType::*;
+        match w {
+            Q8_0 => &self.moe_down_q8_0_mmq,
+            Q2_0 => &self.moe_down_q2_0_mmq,
+            Iq4Nl => &self.moe_down_iq4_nl_mmq,
+            Iq2Xxs => &self.moe_down_iq2_xxs_mmq,
+            Iq2Xs => &self.moe_down_iq2_xs_mmq,
+            Iq2S => &self.moe_down_iq2_s_mmq,
+            Iq3Xxs => &self.moe_down_iq3_xxs_mmq,
+            Iq3S => &self.moe_down_iq3_s_mmq,
+        }
+    }
+}
 
 /// An open GPU: context, one stream, the loaded module.
 pub struct Gpu {

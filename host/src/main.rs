@@ -21,6 +21,9 @@ enum Cmd {
     /// Fused SwiGLU + q8_1 quantization (and its two-kernel form) on a synthetic batch:
     /// time, GB/s against the copy bandwidth, parity with the CPU reference.
     Swiglu(cli::swiglu::SwigluArgs),
+    /// MoE layers' prefill on the GPU (synthetic reference shape, or a GGUF's layers): stage
+    /// times, TOPS or GB/s, floors, parity with the CPU reference on sampled tokens.
+    Prefill(cli::prefill::PrefillArgs),
     /// Device and build facts: compute capability, PTX targets, kernels loaded.
     Info,
 }
@@ -30,6 +33,7 @@ fn main() {
     let r = match args.cmd {
         None => cli::default::run(),
         Some(Cmd::Swiglu(a)) => cli::swiglu::run(&a),
+        Some(Cmd::Prefill(a)) => cli::prefill::run(&a),
         Some(Cmd::Info) => cli::info::run(),
     };
     if let Err(e) = r {

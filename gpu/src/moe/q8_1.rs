@@ -6,16 +6,13 @@ use crate::layout::{BlockQ8_1Mmq, MMQ_BLOCK_VALUES};
 use crate::ptx::{shfl_xor_f32, st_f32, st_u32};
 use crate::quant::{amax_merge, amax_step, q8_1_inv_scale, q8_1_quant, q8_1_scale};
 
-/// Quantizes the 4 values `h` of activation row `row` at K positions `k0 .. k0 + 4` (k0 a
-/// multiple of 4) and stores them into the D4 buffer `out` of `n_cols` rows.
+/// Quantizes the 4 values `h` a lane holds for K positions `4 * lane + 128 i ..` of one
+/// activation row: reduces |x| over the 8 lanes of its 32-value group by butterfly shuffles and
+/// returns the 4 int8 values packed in a u32 and the group's f32 scale d.
 ///
-/// Must be called by all 32 lanes of a warp with `k0 = 4 * lane + (multiple of 128)` for the
-/// same row: lanes 8i .. 8i+7 form group i of one 128-value block.
-///
-/// # Safety
-/// `out` must point to a buffer of at least `(k0 / 128 + 1) * n_cols` blocks, row < n_cols.
+/// Must be called by all 32 lanes of a warp together (lanes 8i .. 8i+7 form group i).
 #[inline(always)]
-pub unsafe fn store_q8_1_x4(out: *mut BlockQ8_1Mmq, n_cols: u32, row: u32, k0: u32, h: [f32; 4]) {
+pub fn quantize_x4(h: [f32; 4]) -> (u32, f32) {
     // Written out: a loop over `h` may stay rolled and put `h` in local memory.
     let mut amax = amax_step(0.0, h[0]);
     amax = amax_step(amax, h[1]);
@@ -31,6 +28,17 @@ pub unsafe fn store_q8_1_x4(out: *mut BlockQ8_1Mmq, n_cols: u32, row: u32, k0: u
         q8_1_quant(h[2], d_inv) as u8,
         q8_1_quant(h[3], d_inv) as u8,
     ]);
+    (q, q8_1_scale(d_inv))
+}
+
+/// Stores a lane's quantized values (from [`quantize_x4`]) of row `row`, K positions
+/// `k0 .. k0 + 4`, into the D4 buffer `out` of `n_cols` rows; the lane holding the first value
+/// of a 32-group also stores the group's scale.
+///
+/// # Safety
+/// `out` must hold at least `(k0 / 128 + 1) * n_cols` blocks, row < n_cols.
+#[inline(always)]
+pub unsafe fn store_x4(out: *mut BlockQ8_1Mmq, n_cols: u32, row: u32, k0: u32, q: u32, d: f32) {
     let kc = (k0 / MMQ_BLOCK_VALUES as u32) as usize;
     let within = (k0 % MMQ_BLOCK_VALUES as u32) as usize;
     // SAFETY: the caller guarantees the block index is inside `out`; `within` < 128 and is a
@@ -40,8 +48,19 @@ pub unsafe fn store_q8_1_x4(out: *mut BlockQ8_1Mmq, n_cols: u32, row: u32, k0: u
         let qs = core::ptr::addr_of_mut!((*blk).qs) as *mut i8;
         st_u32(qs.add(within) as *mut u32, q);
         if within % 32 == 0 {
-            let d = core::ptr::addr_of_mut!((*blk).d) as *mut f32;
-            st_f32(d.add(within / 32), q8_1_scale(d_inv));
+            let dp = core::ptr::addr_of_mut!((*blk).d) as *mut f32;
+            st_f32(dp.add(within / 32), d);
         }
     }
+}
+
+/// [`quantize_x4`] then [`store_x4`].
+///
+/// # Safety
+/// As [`store_x4`]; all 32 lanes of the warp call it together.
+#[inline(always)]
+pub unsafe fn store_q8_1_x4(out: *mut BlockQ8_1Mmq, n_cols: u32, row: u32, k0: u32, h: [f32; 4]) {
+    let (q, d) = quantize_x4(h);
+    // SAFETY: forwarded contract.
+    unsafe { store_x4(out, n_cols, row, k0, q, d) }
 }

@@ -1,13 +1,32 @@
-//! The embedded default run (no arguments).
+//! The embedded default run (no arguments): the synthetic reference-shape layer (canonical Q2_0
+//! pack, uniform routing) at 2,048, 8,192 and 16,384 tokens, stage tables and parity on sampled
+//! tokens; then the swiglu_quant fused vs two-kernel table at 163,840 rows.
 
+use super::prefill::{self, PrefillArgs};
 use super::swiglu::{self, SwigluArgs};
 
 pub fn run() -> host::Result<()> {
-    let a = SwigluArgs {
-        rows: vec![20_480, 81_920, 163_840],
+    let p = PrefillArgs {
+        model: None,
+        layer: "first".into(),
+        tokens: vec![2048, 8192, 16384],
+        gate_up: "q2_0".into(),
+        down: "q2_0".into(),
+        routing: "uniform".into(),
+        check: true,
+        reps: 10,
+        seed: 1,
+    };
+    if host::device::Gpu::open().is_err() {
+        // One line says why, then the CPU reference alone.
+        return prefill::run(&p);
+    }
+    prefill::run(&p)?;
+    println!();
+    swiglu::run(&SwigluArgs {
+        rows: vec![163_840],
         ffn: 640,
         interleaved: false,
         seed: 1,
-    };
-    swiglu::run(&a)
+    })
 }

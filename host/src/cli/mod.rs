@@ -2,6 +2,7 @@
 
 pub mod default;
 pub mod info;
+pub mod prefill;
 pub mod swiglu;
 
 use host::device::Gpu;

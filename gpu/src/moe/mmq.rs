@@ -1,0 +1,230 @@
+//! The MMQ products (gate/up and down): int8 `mma` over expert-sorted activation rows, exact
+//! integer sums per 32 (or 16) values, MMQ's float epilogue in ascending K
+//! (`gpu::quant::mmq_step_32` / `mmq_step_16`, ggml-reference.md §5.1).
+//!
+//! Grid: x = one `MmqTile` (expert, up to 64 activation rows) per CTA, built by the host from
+//! the expert bounds so that no CTA is launched without rows; y = 128-row tile of the output
+//! features. Block: 256 threads = 8 warps, 4 along the rows x 2 along the columns, each warp a
+//! 32 x 32 tile of 2 x 4 `m16n8` fragments (32 f32 accumulators per lane).
+//! K loop: steps of 128 values (one D4 activation block): every thread decodes two 32-value
+//! weight groups with the shared decoders (`gpu::formats`) into shared memory, the activation
+//! blocks are copied in 16-byte pieces, then each warp runs `ldmatrix` + `mma` per group.
+//! Shared memory: `layout::MMQ_SMEM_BYTES` (31,744 bytes): weight tile `[128][144 B]`, weight
+//! scales `[128][8] f32`, activation tile `[64][144 B]` (whole D4 blocks).
+//! Launchers: host/src/moe/gate_up.rs, host/src/moe/down.rs.
+
+use crate::formats::WeightBlock;
+use crate::layout::{
+    BlockIq2S, BlockIq2Xs, BlockIq2Xxs, BlockIq3S, BlockIq3Xxs, BlockIq4Nl, BlockQ2_0, BlockQ8_0,
+    MMQ_KSTEP, MMQ_ROWS, MMQ_SMEM_A, MMQ_SMEM_ROW, MMQ_SMEM_SCALES, MMQ_THREADS, MmqParams,
+    MmqTile,
+};
+use crate::ptx::{
+    ctaid_x, ctaid_y, ld_nc_v4_u32, ld_shared_f32, ldmatrix_x4, mma_m16n8k16_s8, mma_m16n8k32_s8,
+    smem_base, st_shared_u32, st_shared_v4, sync_threads, tid_x,
+};
+use crate::quant::{mmq_step_16, mmq_step_32};
+
+/// Expands `$body` once per listed value with `$i` bound to it: LLVM does not always unroll
+/// loops with large bodies, and a register array indexed by a loop variable goes to local
+/// memory.
+macro_rules! unroll {
+    ($i:ident in [$($v:literal),*] $body:block) => {
+        $( { #[allow(clippy::identity_op, clippy::erasing_op)] let $i: usize = $v; $body } )*
+    };
+}
+
+const ROW: u32 = MMQ_SMEM_ROW as u32;
+const S_OFF: u32 = MMQ_SMEM_A as u32;
+const B_OFF: u32 = (MMQ_SMEM_A + MMQ_SMEM_SCALES) as u32;
+/// 16-byte pieces of one activation column's D4 block.
+const B_PIECES: u32 = (MMQ_SMEM_ROW / 16) as u32;
+
+/// Decodes this thread's two weight groups of K step `ks` into shared memory.
+///
+/// # Safety
+/// `wbase` points to the CTA's first weight row; rows are `row_bytes` apart and hold at least
+/// `(ks + 1) * 128` values.
+#[inline(always)]
+unsafe fn load_weights<B: WeightBlock>(wbase: u64, row_bytes: u32, ks: u32, smem: u32) {
+    let tid = tid_x();
+    let r = tid / 2;
+    let rowp = wbase + r as u64 * row_bytes as u64;
+    let gpb = B::GROUPS as u32;
+    for j in 0..2u32 {
+        let g = 2 * (tid % 2) + j;
+        let gk = ks * 4 + g;
+        // SAFETY: block gk / gpb of the row lies inside it (caller's contract).
+        let blk = unsafe { &*((rowp + (gk / gpb) as u64 * size_of::<B>() as u64) as *const B) };
+        let q = blk.group_q((gk % gpb) as usize);
+        let s = blk.group_scales((gk % gpb) as usize);
+        let a = smem + r * ROW + g * 32;
+        let sa = smem + S_OFF + r * 32 + g * 8;
+        // SAFETY: r < 128 and g < 4: inside the weight tile and the scale array.
+        unsafe {
+            st_shared_v4(a, [q[0], q[1], q[2], q[3]]);
+            st_shared_v4(a + 16, [q[4], q[5], q[6], q[7]]);
+            st_shared_u32(sa, s[0].to_bits());
+            st_shared_u32(sa + 4, s[1].to_bits());
+        }
+    }
+}
+
+/// Copies the tile's activation blocks of K step `ks` into shared memory (columns past the
+/// tile's count are left as they are; their results are never stored).
+///
+/// # Safety
+/// `x` holds `k / 128` chunks of `n_cols_x` D4 blocks; the tile's columns are below n_cols_x.
+#[inline(always)]
+unsafe fn load_acts(x: u64, n_cols_x: u32, tile: &MmqTile, ks: u32, smem: u32) {
+    let tid = tid_x();
+    for i in 0..3u32 {
+        let idx = tid + MMQ_THREADS as u32 * i;
+        let col = idx / B_PIECES;
+        if idx < 64 * B_PIECES && col < tile.n_cols {
+            let piece = idx % B_PIECES;
+            let blk = ks as u64 * n_cols_x as u64 + (tile.col_start + col) as u64;
+            // SAFETY: the block is inside x (caller's contract); blocks are 144 bytes, so every
+            // 16-byte piece is 16-byte aligned; the destination is inside the activation tile.
+            unsafe {
+                let v = ld_nc_v4_u32((x + blk * 144 + piece as u64 * 16) as *const u32);
+                st_shared_v4(smem + B_OFF + col * ROW + piece * 16, v);
+            }
+        }
+    }
+}
+
+/// The product for weight format `B` (see the module doc).
+///
+/// # Safety
+/// Parameters and buffers as `layout::MmqParams` describes; launched with `MMQ_THREADS`
+/// threads, `MMQ_SMEM_BYTES` of dynamic shared memory, one CTA per tile along x and
+/// `n / 128` along y.
+#[inline(always)]
+unsafe fn mmq<B: WeightBlock>(p: &MmqParams) {
+    // SAFETY: one tile per CTA along x.
+    let tile = unsafe { *(p.tiles as *const MmqTile).add(ctaid_x() as usize) };
+    let row0 = ctaid_y() * MMQ_ROWS as u32;
+    let (w, wrow0) = if row0 < p.n_split {
+        (p.w0, row0)
+    } else {
+        (p.w1, row0 - p.n_split)
+    };
+    let wbase = w + tile.expert as u64 * p.w_expert_bytes + wrow0 as u64 * p.row_bytes as u64;
+    let tid = tid_x();
+    let lane = tid % 32;
+    let warp = tid / 32;
+    let (wm, wn) = (warp % 4, warp / 4);
+    let (gr, tc) = (lane / 4, lane % 4);
+    let smem = smem_base();
+    let sixteen = B::WTYPE.scale_values() == 16;
+    let mut acc = [[[0.0f32; 4]; 4]; 2];
+    for ks in 0..p.k / MMQ_KSTEP as u32 {
+        // SAFETY: the plan checked shapes and buffers against these reads.
+        unsafe {
+            load_weights::<B>(wbase, p.row_bytes, ks, smem);
+            load_acts(p.x, p.n_cols_x, &tile, ks, smem);
+        }
+        sync_threads();
+        for g in 0..4u32 {
+            // SAFETY: all addresses below are inside the tiles (rows < 128, columns < 64,
+            // byte offsets < 144) and 16-byte aligned where ldmatrix needs it.
+            unsafe {
+                let mut af = [[0u32; 4]; 2];
+                unroll!(mt in [0, 1] {
+                    let r = wm * 32 + mt as u32 * 16 + lane % 16;
+                    af[mt] = ldmatrix_x4(smem + r * ROW + g * 32 + (lane / 16) * 16);
+                });
+                let mut bf = [[0u32; 2]; 4];
+                unroll!(np in [0, 1] {
+                    let c = wn * 32 + np as u32 * 16 + lane % 8 + 8 * (lane / 16);
+                    let v = ldmatrix_x4(smem + B_OFF + c * ROW + 16 + g * 32 + ((lane / 8) % 2) * 16);
+                    bf[2 * np] = [v[0], v[1]];
+                    bf[2 * np + 1] = [v[2], v[3]];
+                });
+                unroll!(mt in [0, 1] {
+                    let r0 = wm * 32 + mt as u32 * 16 + gr;
+                    let sa0 = smem + S_OFF + r0 * 32 + g * 8;
+                    let sa1 = sa0 + 8 * 32;
+                    let da = [
+                        [ld_shared_f32(sa0), ld_shared_f32(sa0 + 4)],
+                        [ld_shared_f32(sa1), ld_shared_f32(sa1 + 4)],
+                    ];
+                    unroll!(nt in [0, 1, 2, 3] {
+                        let c0 = wn * 32 + nt as u32 * 8 + 2 * tc;
+                        let db = [
+                            ld_shared_f32(smem + B_OFF + c0 * ROW + g * 4),
+                            ld_shared_f32(smem + B_OFF + (c0 + 1) * ROW + g * 4),
+                        ];
+                        let a = &mut acc[mt][nt];
+                        if sixteen {
+                            let lo = mma_m16n8k16_s8([af[mt][0], af[mt][1]], bf[nt][0]);
+                            let hi = mma_m16n8k16_s8([af[mt][2], af[mt][3]], bf[nt][1]);
+                            unroll!(i in [0, 1, 2, 3] {
+                                let d = da[i / 2];
+                                a[i] = mmq_step_16(a[i], lo[i], hi[i], d[0], d[1], db[i % 2]);
+                            });
+                        } else {
+                            let c = mma_m16n8k32_s8(af[mt], bf[nt]);
+                            unroll!(i in [0, 1, 2, 3] {
+                                a[i] = mmq_step_32(a[i], c[i], da[i / 2][0], db[i % 2]);
+                            });
+                        }
+                    });
+                });
+            }
+        }
+        sync_threads();
+    }
+    unroll!(mt in [0, 1] {
+        unroll!(nt in [0, 1, 2, 3] {
+            unroll!(i in [0, 1, 2, 3] {
+                let row = wm * 32 + mt as u32 * 16 + gr + 8 * (i as u32 / 2);
+                let col = wn * 32 + nt as u32 * 8 + 2 * tc + (i as u32 % 2);
+                if col < tile.n_cols {
+                    let c = tile.col_start + col;
+                    // SAFETY: c is a row of the activation buffer; out_rows (when given) has
+                    // one entry per row; the output row holds n >= row0 + 128 values.
+                    unsafe {
+                        let orow = if p.out_rows != 0 { *(p.out_rows as *const u32).add(c as usize) } else { c };
+                        let o = orow as usize * p.out_stride as usize + (row0 + row) as usize;
+                        *(p.out as *mut f32).add(o) = acc[mt][nt][i];
+                    }
+                }
+            });
+        });
+    });
+}
+
+macro_rules! mmq_kernels {
+    ($($name:ident => $b:ty),* $(,)?) => {$(
+        /// MMQ product for one weight format; see the module doc.
+        ///
+        /// # Safety
+        /// As `mmq`.
+        #[unsafe(no_mangle)]
+        pub unsafe extern "ptx-kernel" fn $name(p: MmqParams) {
+            // SAFETY: forwarded contract.
+            unsafe { mmq::<$b>(&p) }
+        }
+    )*};
+}
+
+mmq_kernels!(
+    moe_gate_up_q8_0_mmq => BlockQ8_0,
+    moe_gate_up_q2_0_mmq => BlockQ2_0,
+    moe_gate_up_iq4_nl_mmq => BlockIq4Nl,
+    moe_gate_up_iq2_xxs_mmq => BlockIq2Xxs,
+    moe_gate_up_iq2_xs_mmq => BlockIq2Xs,
+    moe_gate_up_iq2_s_mmq => BlockIq2S,
+    moe_gate_up_iq3_xxs_mmq => BlockIq3Xxs,
+    moe_gate_up_iq3_s_mmq => BlockIq3S,
+    moe_down_q8_0_mmq => BlockQ8_0,
+    moe_down_q2_0_mmq => BlockQ2_0,
+    moe_down_iq4_nl_mmq => BlockIq4Nl,
+    moe_down_iq2_xxs_mmq => BlockIq2Xxs,
+    moe_down_iq2_xs_mmq => BlockIq2Xs,
+    moe_down_iq2_s_mmq => BlockIq2S,
+    moe_down_iq3_xxs_mmq => BlockIq3Xxs,
+    moe_down_iq3_s_mmq => BlockIq3S,
+);

@@ -1,0 +1,457 @@
+//! `moe-prefill prefill`: one or more MoE layers' prefill on the GPU (per-group MMQ path), timed
+//! stage by stage, with parity against the CPU reference on a sample of tokens. The layer is a
+//! synthetic one of the reference shape, or read from a GGUF file (routed by its own router).
+
+use std::path::PathBuf;
+
+use clap::Args;
+use gpu::layout::{MMQ_BLOCK_VALUES, WType, padded_k};
+use host::device::Gpu;
+use host::gguf::GgufFile;
+use host::moe::prefill::{DeviceLayer, Prefill, RoutingInput, STAGES, StageTimes};
+use host::moe::router;
+use host::moe::shape::{GateUp, LayerWeights, MoeShape, Routing};
+use host::moe::swiglu_quant::SwigluQuantShape;
+use host::reference::{self, route::RouteParams};
+use host::synth::{self, Popularity, SyntheticLayer};
+use host::timing::{Stats, copy_bandwidth};
+use host::{Error, Result};
+
+#[derive(Args, Clone)]
+pub struct PrefillArgs {
+    /// A GGUF model; without it, a synthetic layer of the reference shape.
+    #[arg(long)]
+    pub model: Option<PathBuf>,
+    /// Layer number, or "all" (GGUF only).
+    #[arg(long, default_value = "first")]
+    pub layer: String,
+    /// Token counts to run.
+    #[arg(long, num_args = 1.., default_values_t = [2048usize, 8192, 16384])]
+    pub tokens: Vec<usize>,
+    /// Gate/up weight type of the synthetic layer.
+    #[arg(long, default_value = "q2_0")]
+    pub gate_up: String,
+    /// Down weight type of the synthetic layer.
+    #[arg(long, default_value = "q2_0")]
+    pub down: String,
+    /// Routing of the synthetic layer: uniform, skewed (lognormal sigma 1.0), or router.
+    #[arg(long, default_value = "uniform")]
+    pub routing: String,
+    /// Compare with the CPU reference on a sample of tokens (on by default; --check false skips).
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+    pub check: bool,
+    /// Timed repetitions per token count.
+    #[arg(long, default_value_t = 10)]
+    pub reps: usize,
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+}
+
+/// Tokens whose outputs are compared with the CPU reference.
+const SAMPLE: usize = 48;
+
+/// llama.cpp's CUDA backend on the same layer and GPU (issue figures, median ms of the FFN):
+/// (gate/up, down, [T=512, 2048, 8192, 16384]).
+const LLAMA_CPP: [(WType, WType, [f64; 4]); 4] = [
+    (WType::Iq2Xxs, WType::Q2_0, [3.89, 5.89, 16.83, 32.29]),
+    (WType::Iq3S, WType::Iq4Nl, [4.29, 6.31, 17.57, 33.41]),
+    (WType::Q2_0, WType::Q2_0, [3.76, 5.77, 16.48, 31.83]),
+    (WType::Iq2S, WType::Iq4Nl, [4.88, 6.89, 18.71, 35.06]),
+];
+
+/// llama.cpp's time for this pair and token count, where the issue gives one.
+pub fn llama_cpp_ms(g: WType, d: WType, t: usize) -> Option<f64> {
+    let i = [512, 2048, 8192, 16384].iter().position(|&x| x == t)?;
+    LLAMA_CPP
+        .iter()
+        .find(|r| r.0 == g && r.1 == d)
+        .map(|r| r.2[i])
+}
+
+pub fn wtype(name: &str) -> Result<WType> {
+    WType::ALL
+        .into_iter()
+        .find(|w| w.name() == name.to_ascii_lowercase())
+        .ok_or_else(|| Error::Unsupported(format!("unknown weight type {name:?}; one of q8_0 q2_0 iq4_nl iq2_xxs iq2_xs iq2_s iq3_xxs iq3_s")))
+}
+
+pub fn run(a: &PrefillArgs) -> Result<()> {
+    let Some(gpu) = super::open_gpu_or_say() else {
+        return cpu_only(a);
+    };
+    println!(
+        "device: {} (sm_{}, {} SMs)",
+        gpu.info.name, gpu.info.ptx_arch, gpu.info.sm_count
+    );
+    let (copy_gbs, _) = copy_bandwidth(&gpu, 1 << 30)?;
+    match &a.model {
+        None => {
+            let s = MoeShape {
+                gate_up_type: wtype(&a.gate_up)?,
+                down_type: wtype(&a.down)?,
+                ..MoeShape::REFERENCE
+            };
+            let layer = SyntheticLayer::new(s, false, a.seed)?;
+            let pop = match a.routing.as_str() {
+                "uniform" => Some(Popularity::Uniform),
+                "skewed" => Some(Popularity::Skewed { sigma: 1.0 }),
+                "router" => None,
+                r => {
+                    return Err(Error::Unsupported(format!(
+                        "unknown routing {r:?}: uniform, skewed or router"
+                    )));
+                }
+            };
+            println!(
+                "synthetic layer: E={} top-{} hidden {} FFN {}, {} gate/up, {} down, {} MB of weights; {} routing",
+                s.n_experts,
+                s.top_k,
+                s.hidden,
+                s.ffn,
+                s.gate_up_type.name(),
+                s.down_type.name(),
+                s.weight_bytes() / 1_000_000,
+                a.routing
+            );
+            let rule = RouteParams {
+                n_experts: s.n_experts,
+                top_k: s.top_k,
+                norm: true,
+                scale: 1.0,
+            };
+            run_layer(
+                &gpu,
+                a,
+                &layer.weights(),
+                &s,
+                pop,
+                &layer.router,
+                rule,
+                copy_gbs,
+            )
+        }
+        Some(path) => run_gguf(&gpu, a, path, copy_gbs),
+    }
+}
+
+fn run_gguf(gpu: &Gpu, a: &PrefillArgs, path: &std::path::Path, copy_gbs: f64) -> Result<()> {
+    let f = GgufFile::open(path)?;
+    let info = f.model_info()?;
+    let layers = f.moe_layers()?;
+    let chosen: Vec<_> = match a.layer.as_str() {
+        "all" => layers.iter().collect(),
+        "first" => layers.iter().take(1).collect(),
+        n => {
+            let n: usize = n.parse().map_err(|_| {
+                Error::Unsupported(format!("--layer {n:?}: a number, first or all"))
+            })?;
+            vec![layers.iter().find(|l| l.layer == n).ok_or_else(|| {
+                Error::Unsupported(format!(
+                    "layer {n} is not a MoE layer of {}",
+                    path.display()
+                ))
+            })?]
+        }
+    };
+    println!(
+        "{}: {} ({} layers, {} MoE), E={} top-{} hidden {} FFN {}",
+        path.display(),
+        info.arch,
+        info.n_layers,
+        layers.len(),
+        info.n_expert,
+        info.n_expert_used,
+        info.n_embd,
+        info.n_ff_exp
+    );
+    for (i, l) in chosen.iter().enumerate() {
+        eprintln!("[layer {}/{}] blk.{}", i + 1, chosen.len(), l.layer);
+        let ty = |t: &host::gguf::TensorRef| {
+            WType::from_id(t.info.ggml_type).ok_or_else(|| {
+                Error::Unsupported(format!(
+                    "{}: tensor {} is {}; this build runs q8_0 q2_0 iq4_nl iq2_xxs iq2_xs iq2_s iq3_xxs iq3_s",
+                    path.display(),
+                    t.info.name,
+                    host::ggml::type_name(t.info.ggml_type)
+                ))
+            })
+        };
+        let (h, ff, e) = (info.n_embd, l.n_ff, info.n_expert);
+        fn tensor<'f>(
+            w: WType,
+            t: &host::gguf::TensorRef<'f>,
+            e: usize,
+            n: usize,
+            k: usize,
+        ) -> Result<host::formats::ExpertTensor<'f>> {
+            host::formats::ExpertTensor::new(w, e, n, k, t.data)
+        }
+        let gate_up = match (&l.gate, &l.up, &l.gate_up) {
+            (Some(g), Some(u), _) => GateUp::Separate {
+                gate: tensor(ty(g)?, g, e, ff, h)?,
+                up: tensor(ty(u)?, u, e, ff, h)?,
+            },
+            (_, _, Some(m)) => GateUp::Merged(tensor(ty(m)?, m, e, 2 * ff, h)?),
+            _ => {
+                return Err(Error::Unsupported(format!(
+                    "layer {}: no gate/up experts",
+                    l.layer
+                )));
+            }
+        };
+        let w = LayerWeights {
+            gate_up,
+            down: tensor(ty(&l.down)?, &l.down, e, h, ff)?,
+        };
+        let s = MoeShape {
+            n_experts: e,
+            top_k: info.n_expert_used,
+            hidden: h,
+            ffn: ff,
+            gate_up_type: w.gate_up.wtype(),
+            down_type: w.down.wtype,
+        };
+        if l.router_bias.is_some() || l.probs_bias.is_some() || !l.extra.is_empty() {
+            let mut names: Vec<&str> = l.extra.iter().map(|t| t.name.as_str()).collect();
+            names.extend(
+                l.router_bias
+                    .iter()
+                    .chain(l.probs_bias.iter())
+                    .map(|t| t.info.name.as_str()),
+            );
+            return Err(Error::Unsupported(format!(
+                "layer {}: tensors this build does not apply: {names:?}",
+                l.layer
+            )));
+        }
+        if info.gating_func != 1 {
+            return Err(Error::Unsupported(format!(
+                "layer {}: gating function {} (only softmax routing is implemented)",
+                l.layer, info.gating_func
+            )));
+        }
+        let router = router::router_weights_f32(l.router.info.ggml_type, l.router.data)?;
+        let rule = RouteParams {
+            n_experts: e,
+            top_k: s.top_k,
+            norm: info.expert_weights_norm,
+            scale: info.expert_weights_scale,
+        };
+        run_layer(gpu, a, &w, &s, None, &router, rule, copy_gbs)?;
+    }
+    Ok(())
+}
+
+/// Timing and parity of one layer at every token count.
+#[allow(clippy::too_many_arguments)]
+fn run_layer(
+    gpu: &Gpu,
+    a: &PrefillArgs,
+    w: &LayerWeights,
+    s: &MoeShape,
+    pop: Option<Popularity>,
+    router_w: &[f32],
+    rule: RouteParams,
+    copy_gbs: f64,
+) -> Result<()> {
+    let dev = DeviceLayer::upload(gpu, w, s)?;
+    let cap = a.tokens.iter().copied().max().unwrap_or(0);
+    let mut pf = Prefill::new(gpu, s, cap)?;
+    for &t in &a.tokens {
+        let x = host::synth::normal_f32(a.seed ^ t as u64, t * s.hidden, 1.0);
+        let dx = gpu.upload(&x)?;
+        let (routing, logits) = match pop {
+            Some(p) => (
+                synth::routing(t, s.n_experts, s.top_k, p, a.seed ^ 0x5eed ^ t as u64),
+                None,
+            ),
+            None => {
+                let l = router::logits(&x, router_w, s.n_experts, s.hidden);
+                (reference::route::route(&l, t, &rule), Some(gpu.upload(&l)?))
+            }
+        };
+        let input = || match &logits {
+            Some(l) => RoutingInput::Logits(l, rule),
+            None => RoutingInput::Given(&routing),
+        };
+        for _ in 0..2 {
+            pf.run(gpu, &dev, &dx, t, input())?;
+        }
+        let mut runs: Vec<StageTimes> = Vec::new();
+        for _ in 0..a.reps.max(1) {
+            runs.push(pf.run(gpu, &dev, &dx, t, input())?);
+        }
+        let parity = if a.check {
+            Some(check_sample(gpu, &pf, &x, &routing, w, s)?)
+        } else {
+            None
+        };
+        print_table(s, t, &runs, copy_gbs, parity);
+    }
+    Ok(())
+}
+
+/// Compares the outputs of `SAMPLE` tokens spread over the batch with the CPU reference run on
+/// those tokens alone (a token's output depends only on its own activations and routing).
+fn check_sample(
+    gpu: &Gpu,
+    pf: &Prefill,
+    x: &[f32],
+    r: &Routing,
+    w: &LayerWeights,
+    s: &MoeShape,
+) -> Result<(usize, usize)> {
+    let t = r.n_tokens;
+    let picks: Vec<usize> = if t <= SAMPLE {
+        (0..t).collect()
+    } else {
+        (0..SAMPLE).map(|i| i * (t - 1) / (SAMPLE - 1)).collect()
+    };
+    let k = r.top_k;
+    let sub = Routing {
+        n_tokens: picks.len(),
+        top_k: k,
+        ids: picks
+            .iter()
+            .flat_map(|&p| r.ids[p * k..(p + 1) * k].iter().copied())
+            .collect(),
+        weights: picks
+            .iter()
+            .flat_map(|&p| r.weights[p * k..(p + 1) * k].iter().copied())
+            .collect(),
+    };
+    let xs: Vec<f32> = picks
+        .iter()
+        .flat_map(|&p| x[p * s.hidden..(p + 1) * s.hidden].iter().copied())
+        .collect();
+    let want = reference::prefill(&xs, &sub, w, s).out;
+    let got = pf.output(gpu)?;
+    let mut diff = 0;
+    for (i, &p) in picks.iter().enumerate() {
+        let g = &got[p * s.hidden..(p + 1) * s.hidden];
+        let wv = &want[i * s.hidden..(i + 1) * s.hidden];
+        diff += g
+            .iter()
+            .zip(wv)
+            .filter(|(a, b)| a.to_bits() != b.to_bits())
+            .count()
+            * 4;
+    }
+    let total = picks.len() * s.hidden * 4;
+    if diff != 0 {
+        return Err(Error::Mismatch(format!(
+            "layer output of {} sampled tokens: {diff} of {total} bytes differ",
+            picks.len()
+        )));
+    }
+    Ok((diff, total))
+}
+
+fn print_table(
+    s: &MoeShape,
+    t: usize,
+    runs: &[StageTimes],
+    copy_gbs: f64,
+    parity: Option<(usize, usize)>,
+) {
+    let rows = (t * s.top_k) as f64;
+    let med = |f: &dyn Fn(&StageTimes) -> f64| Stats::of(runs.iter().map(f).collect());
+    let total = med(&|r| r.total);
+    let stages: Vec<Stats> = (0..7)
+        .map(|i| med(&|r: &StageTimes| r.as_array()[i]))
+        .collect();
+    let (h, ff) = (s.hidden as f64, s.ffn as f64);
+    let act = |k: usize| (padded_k(k) / MMQ_BLOCK_VALUES * 144) as f64;
+    let work: [(f64, &str); 7] = [
+        (t as f64 * s.n_experts as f64 * 4.0, "GB/s"),
+        (t as f64 * h * 4.0 + rows * act(s.hidden), "GB/s"),
+        (0.0, ""),
+        (2.0 * rows * 2.0 * ff * h, "TOPS"),
+        (
+            SwigluQuantShape::dense(t * s.top_k, s.ffn, false).fused_bytes() as f64,
+            "GB/s",
+        ),
+        (2.0 * rows * h * ff, "TOPS"),
+        (rows * h * 4.0 + t as f64 * h * 4.0, "GB/s"),
+    ];
+    println!(
+        "\nT = {t} ({} rows): layer {:.3} ms median (spread {:.3}-{:.3}, {} runs), {:.0} TOPS int8",
+        t * s.top_k,
+        total.median,
+        total.min,
+        total.max,
+        total.n,
+        s.ops(t) as f64 / (total.median * 1e-3) / 1e12
+    );
+    println!(
+        "  {:<14} {:>9} {:>7} {:>10}",
+        "stage", "ms", "share", "rate"
+    );
+    for i in 0..7 {
+        let m = stages[i].median;
+        let (w, unit) = work[i];
+        let rate = if w > 0.0 && m > 0.0 {
+            let v = w / (m * 1e-3);
+            if unit == "TOPS" {
+                format!("{:.0} {unit}", v / 1e12)
+            } else {
+                format!("{:.0} {unit}", v / 1e9)
+            }
+        } else {
+            String::new()
+        };
+        println!(
+            "  {:<14} {:>9.4} {:>6.1}% {:>10}",
+            STAGES[i],
+            m,
+            100.0 * m / total.median,
+            rate
+        );
+    }
+    let floor_w = s.weight_bytes() as f64 / (copy_gbs * 1e9 / 2.0) * 1e3;
+    let floor_mma = s.ops(t) as f64 / 1.285e15 * 1e3;
+    let floor_blas = s.ops(t) as f64 / 630e12 * 1e3;
+    println!(
+        "  floors: weights read once {floor_w:.3} ms ({} MB at {:.0} GB/s read); int8 work {floor_mma:.3} ms at 1,285 TOPS (mma.sync), {floor_blas:.3} ms at 630 TOPS (cuBLASLt)",
+        s.weight_bytes() / 1_000_000,
+        copy_gbs / 2.0
+    );
+    if let Some(l) = llama_cpp_ms(s.gate_up_type, s.down_type, t) {
+        println!(
+            "  llama.cpp CUDA (issue figure): {l:.2} ms -> this path is {:.1}x faster",
+            l / total.median
+        );
+    }
+    if let Some((d, n)) = parity {
+        println!(
+            "  parity with the CPU reference ({SAMPLE} sampled tokens): {d} of {n} bytes differ"
+        );
+    }
+}
+
+/// Without a GPU: the CPU reference of a small batch of the synthetic layer.
+fn cpu_only(a: &PrefillArgs) -> Result<()> {
+    let s = MoeShape {
+        gate_up_type: wtype(&a.gate_up)?,
+        down_type: wtype(&a.down)?,
+        ..MoeShape::REFERENCE
+    };
+    let t = 64;
+    let t0 = std::time::Instant::now();
+    let layer = SyntheticLayer::new(s, false, a.seed)?;
+    let r = synth::routing(t, s.n_experts, s.top_k, Popularity::Uniform, a.seed);
+    let x = host::synth::normal_f32(a.seed, t * s.hidden, 1.0);
+    let t1 = std::time::Instant::now();
+    let st = reference::prefill(&x, &r, &layer.weights(), &s);
+    let rms =
+        (st.out.iter().map(|v| (*v as f64).powi(2)).sum::<f64>() / st.out.len() as f64).sqrt();
+    println!(
+        "CPU reference of the synthetic reference-shape layer ({}/{}): {t} tokens in {:.2} s on {} threads (layer made in {:.2} s); output rms {rms:.3}",
+        s.gate_up_type.name(),
+        s.down_type.name(),
+        t1.elapsed().as_secs_f64(),
+        host::reference::threads(),
+        (t1 - t0).as_secs_f64()
+    );
+    Ok(())
+}

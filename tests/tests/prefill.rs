@@ -1,0 +1,373 @@
+//! A whole MoE layer's prefill on the GPU (per-group MMQ path) against the CPU reference, stage
+//! by stage: row order, quantized activations, gate/up product, swiglu_quant, down product and
+//! layer output must be byte-identical. Outputs are poisoned before every run and the bytes past
+//! each stage's extent are checked untouched.
+
+use gpu::layout::WType;
+use host::device::Gpu;
+use host::moe::prefill::{DeviceLayer, Prefill, RoutingInput};
+use host::moe::shape::{MoeShape, Routing};
+use host::reference::{self, route};
+use host::synth::{self, Popularity, SyntheticLayer};
+use tests::*;
+
+const GATE_UP: [WType; 6] = [
+    WType::Q2_0,
+    WType::Iq2Xxs,
+    WType::Iq2Xs,
+    WType::Iq2S,
+    WType::Iq3Xxs,
+    WType::Iq3S,
+];
+const DOWN: [WType; 3] = [WType::Q2_0, WType::Iq4Nl, WType::Q8_0];
+
+fn small(gate_up_type: WType, down_type: WType, top_k: usize) -> MoeShape {
+    MoeShape {
+        n_experts: 16,
+        top_k,
+        hidden: 256,
+        ffn: 128,
+        gate_up_type,
+        down_type,
+    }
+}
+
+fn f32_bytes(v: &[f32]) -> &[u8] {
+    bytemuck::cast_slice(v)
+}
+
+/// One run of `routing` through the pipeline, every stage compared with the reference.
+fn check(
+    gpu: &Gpu,
+    label: &str,
+    layer: &SyntheticLayer,
+    dev: &DeviceLayer,
+    pf: &mut Prefill,
+    routing: &Routing,
+    seed: u64,
+) {
+    let s = layer.shape;
+    let t = routing.n_tokens;
+    let x = host::synth::normal_f32(seed, t * s.hidden, 1.0);
+    let want = reference::prefill(&x, routing, &layer.weights(), &s);
+    let dx = gpu.upload(&x).expect("upload x");
+    pf.poison(gpu, POISON).expect("poison");
+    pf.run(gpu, dev, &dx, t, RoutingInput::Given(routing))
+        .expect("prefill runs");
+    let got = pf.outputs(gpu).expect("download");
+    let rows = t * s.top_k;
+    let k = s.top_k;
+    assert_eq!(
+        got.expert_bounds, want.order.expert_bounds,
+        "{label}: expert bounds"
+    );
+    assert_eq!(
+        got.row_token, want.order.row_token,
+        "{label}: row order (tokens)"
+    );
+    let want_dst: Vec<u32> = (0..rows)
+        .map(|c| want.order.row_token[c] * k as u32 + want.order.row_slot[c])
+        .collect();
+    assert_eq!(got.row_dst, want_dst, "{label}: row order (destinations)");
+    assert_bytes_eq(
+        &format!("{label} xq"),
+        &got.xq,
+        bytemuck::cast_slice(&want.xq),
+        locate_q8_1(rows),
+    );
+    let w2 = 2 * s.ffn;
+    assert_bytes_eq(
+        &format!("{label} gate/up"),
+        f32_bytes(&got.gu),
+        f32_bytes(&want.gu),
+        |i| {
+            let (c, n) = (i / 4 / w2, i / 4 % w2);
+            format!(
+                "row {c} (token {}, expert row {n})",
+                want.order.row_token[c]
+            )
+        },
+    );
+    assert_bytes_eq(
+        &format!("{label} swiglu_quant"),
+        &got.hq,
+        bytemuck::cast_slice(&want.hq),
+        locate_q8_1(rows),
+    );
+    assert_bytes_eq(
+        &format!("{label} down"),
+        f32_bytes(&got.dm),
+        f32_bytes(&want.dm),
+        |i| {
+            let (r, h) = (i / 4 / s.hidden, i / 4 % s.hidden);
+            format!(
+                "token {} slot {} (expert {}), column {h}",
+                r / k,
+                r % k,
+                routing.ids[r]
+            )
+        },
+    );
+    assert_bytes_eq(
+        &format!("{label} output"),
+        f32_bytes(&got.out),
+        f32_bytes(&want.out),
+        |i| format!("token {}, column {}", i / 4 / s.hidden, i / 4 % s.hidden),
+    );
+    let past = pf.written_past_end(gpu, POISON).expect("download");
+    assert!(past.is_empty(), "{label}: written past the end of {past:?}");
+}
+
+/// All 18 format pairs on a small layer (16 experts, hidden 256, FFN 128, top-4): uniform and
+/// skewed routing at T = 1, 37, 512, 4113, separate and merged gate/up tensors.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn small_layer_all_pairs() {
+    let gpu = gpu();
+    let sd = seed("small_layer_all_pairs");
+    for (i, g) in GATE_UP.into_iter().enumerate() {
+        for d in DOWN {
+            let s = small(g, d, 4);
+            let merged = i % 2 == 1;
+            let layer = SyntheticLayer::new(s, merged, sd ^ (g.id() as u64 * 100 + d.id() as u64))
+                .expect("layer");
+            let dev = DeviceLayer::upload(&gpu, &layer.weights(), &s).expect("upload");
+            let mut pf = Prefill::new(&gpu, &s, 4113 + 7).expect("pipeline");
+            for pop in [Popularity::Uniform, Popularity::Skewed { sigma: 1.0 }] {
+                for t in [1, 37, 512, 4113] {
+                    let r = synth::routing(t, s.n_experts, s.top_k, pop, sd ^ t as u64);
+                    let label = format!(
+                        "small {}/{} {} {pop:?} T={t}",
+                        g.name(),
+                        d.name(),
+                        if merged { "merged" } else { "split" }
+                    );
+                    check(&gpu, &label, &layer, &dev, &mut pf, &r, sd ^ 77 ^ t as u64);
+                }
+            }
+        }
+    }
+}
+
+/// Experts with no token, every token on the same experts, top-k 1 and 10.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn small_layer_routing_extremes() {
+    let gpu = gpu();
+    let sd = seed("small_layer_routing_extremes");
+    for (g, d, k) in [
+        (WType::Q2_0, WType::Q2_0, 1),
+        (WType::Iq2Xs, WType::Iq4Nl, 10),
+        (WType::Iq3S, WType::Q8_0, 10),
+    ] {
+        let s = small(g, d, k);
+        let layer = SyntheticLayer::new(s, false, sd).expect("layer");
+        let dev = DeviceLayer::upload(&gpu, &layer.weights(), &s).expect("upload");
+        let mut pf = Prefill::new(&gpu, &s, 700).expect("pipeline");
+        // all tokens on experts 3..3+k (same set, rotated slots)
+        let t = 700;
+        let ids: Vec<u32> = (0..t)
+            .flat_map(|i| (0..k).map(move |j| (3 + (i + j) % k) as u32))
+            .collect();
+        let weights: Vec<f32> = (0..t * k).map(|i| 1.0 / (1 + i % 7) as f32).collect();
+        let r = Routing {
+            n_tokens: t,
+            top_k: k,
+            ids,
+            weights,
+        };
+        check(
+            &gpu,
+            &format!("same experts top-{k} {}/{}", g.name(), d.name()),
+            &layer,
+            &dev,
+            &mut pf,
+            &r,
+            sd ^ 1,
+        );
+        // top-k uniform over only some experts: the rest get no token
+        let r = synth::routing(t, s.n_experts, k, Popularity::Skewed { sigma: 3.0 }, sd ^ 2);
+        check(
+            &gpu,
+            &format!("skewed 3.0 top-{k} {}/{}", g.name(), d.name()),
+            &layer,
+            &dev,
+            &mut pf,
+            &r,
+            sd ^ 3,
+        );
+        // no tokens at all
+        let r = Routing {
+            n_tokens: 0,
+            top_k: k,
+            ids: vec![],
+            weights: vec![],
+        };
+        check(
+            &gpu,
+            &format!("zero tokens {}/{}", g.name(), d.name()),
+            &layer,
+            &dev,
+            &mut pf,
+            &r,
+            sd ^ 4,
+        );
+    }
+}
+
+/// The reference shape (E = 512, top-10, hidden 2560, FFN 640): all 18 pairs at T = 37 and 512
+/// (uniform), and the three benchmarked pairs at T = 4113, uniform and skewed.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn reference_shape() {
+    let gpu = gpu();
+    let sd = seed("reference_shape");
+    for g in GATE_UP {
+        for d in DOWN {
+            let s = MoeShape {
+                gate_up_type: g,
+                down_type: d,
+                ..MoeShape::REFERENCE
+            };
+            let layer = SyntheticLayer::new(s, false, sd ^ g.id() as u64 ^ (d.id() as u64) << 8)
+                .expect("layer");
+            let dev = DeviceLayer::upload(&gpu, &layer.weights(), &s).expect("upload");
+            let big = matches!(
+                (g, d),
+                (WType::Q2_0, WType::Q2_0)
+                    | (WType::Iq2Xxs, WType::Q2_0)
+                    | (WType::Iq3S, WType::Iq4Nl)
+            );
+            let mut pf = Prefill::new(&gpu, &s, if big { 4113 } else { 512 }).expect("pipeline");
+            let mut runs = vec![(37, Popularity::Uniform), (512, Popularity::Uniform)];
+            if big {
+                runs.push((4113, Popularity::Uniform));
+                runs.push((4113, Popularity::Skewed { sigma: 0.5 }));
+            }
+            for (t, pop) in runs {
+                let r = synth::routing(t, s.n_experts, s.top_k, pop, sd ^ t as u64);
+                let label = format!("reference {}/{} {pop:?} T={t}", g.name(), d.name());
+                check(&gpu, &label, &layer, &dev, &mut pf, &r, sd ^ 5 ^ t as u64);
+            }
+        }
+    }
+}
+
+/// The same inputs give the same bytes on two runs.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn two_runs_same_bytes() {
+    let gpu = gpu();
+    let s = MoeShape {
+        gate_up_type: WType::Iq2Xs,
+        down_type: WType::Iq4Nl,
+        ..MoeShape::REFERENCE
+    };
+    let layer = SyntheticLayer::new(s, true, 9).expect("layer");
+    let dev = DeviceLayer::upload(&gpu, &layer.weights(), &s).expect("upload");
+    let mut pf = Prefill::new(&gpu, &s, 2048).expect("pipeline");
+    let r = synth::routing(
+        2048,
+        s.n_experts,
+        s.top_k,
+        Popularity::Skewed { sigma: 1.0 },
+        10,
+    );
+    let dx = gpu
+        .upload(&host::synth::normal_f32(11, 2048 * s.hidden, 1.0))
+        .expect("upload");
+    let mut outs = Vec::new();
+    for _ in 0..2 {
+        pf.poison(&gpu, POISON).expect("poison");
+        pf.run(&gpu, &dev, &dx, 2048, RoutingInput::Given(&r))
+            .expect("run");
+        outs.push(pf.output(&gpu).expect("download"));
+    }
+    assert_bytes_eq(
+        "run 1 vs run 2",
+        f32_bytes(&outs[0]),
+        f32_bytes(&outs[1]),
+        |i| format!("value {}", i / 4),
+    );
+}
+
+/// `moe_route` from logits equals the reference routing (ids and weight bytes), with ties in
+/// the logits, with and without normalisation and scale; then the routed layer equals the
+/// reference end to end.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn route_from_logits() {
+    let gpu = gpu();
+    let sd = seed("route_from_logits");
+    let s = small(WType::Iq2Xxs, WType::Q2_0, 6);
+    for (e, k, norm, scale, t) in [
+        (512, 10, true, 1.0, 4113),
+        (512, 10, false, 2.5, 600),
+        (16, 6, true, 0.0, 1000),
+        (100, 1, false, 1.0, 37),
+    ] {
+        let mut logits = host::synth::normal_f32(sd ^ e as u64, t * e, 2.0);
+        // ties: round half of the tokens' logits to quarters
+        for (i, l) in logits.iter_mut().enumerate() {
+            if (i / e) % 2 == 0 {
+                *l = (*l * 4.0).round() / 4.0;
+            }
+        }
+        let rule = route::RouteParams {
+            n_experts: e,
+            top_k: k,
+            norm,
+            scale,
+        };
+        let want = route::route(&logits, t, &rule);
+        let dl = gpu.upload(&logits).expect("upload");
+        let mut ids = gpu.alloc_filled::<u32>(t * k + 64, POISON).expect("alloc");
+        let mut w = gpu.alloc_filled::<f32>(t * k + 64, POISON).expect("alloc");
+        host::moe::route::launch(&gpu, &rule, t, &dl, &mut ids, &mut w).expect("route");
+        gpu.sync().expect("sync");
+        let gi = gpu.download(&ids).expect("download");
+        let gw = gpu.download(&w).expect("download");
+        assert_eq!(&gi[..t * k], &want.ids[..], "E={e} top-{k}: ids");
+        assert!(
+            gi[t * k..]
+                .iter()
+                .all(|&v| v == u32::from_ne_bytes([POISON; 4])),
+            "ids written past the end"
+        );
+        assert_bytes_eq(
+            &format!("E={e} top-{k} weights"),
+            f32_bytes(&gw[..t * k]),
+            f32_bytes(&want.weights),
+            |i| format!("token {} slot {}", i / 4 / k, i / 4 % k),
+        );
+    }
+    // Routed by the GPU from logits, end to end.
+    let layer = SyntheticLayer::new(s, false, sd).expect("layer");
+    let dev = DeviceLayer::upload(&gpu, &layer.weights(), &s).expect("upload");
+    let t = 999;
+    let logits = host::synth::normal_f32(sd ^ 3, t * s.n_experts, 1.0);
+    let rule = route::RouteParams {
+        n_experts: s.n_experts,
+        top_k: s.top_k,
+        norm: true,
+        scale: 1.0,
+    };
+    let r = route::route(&logits, t, &rule);
+    let x = host::synth::normal_f32(sd ^ 4, t * s.hidden, 1.0);
+    let want = reference::prefill(&x, &r, &layer.weights(), &s);
+    let mut pf = Prefill::new(&gpu, &s, t).expect("pipeline");
+    pf.poison(&gpu, POISON).expect("poison");
+    let (dl, dx) = (
+        gpu.upload(&logits).expect("upload"),
+        gpu.upload(&x).expect("upload"),
+    );
+    pf.run(&gpu, &dev, &dx, t, RoutingInput::Logits(&dl, rule))
+        .expect("run");
+    let got = pf.output(&gpu).expect("download");
+    assert_bytes_eq(
+        "routed from logits: output",
+        f32_bytes(&got),
+        f32_bytes(&want.out),
+        |i| format!("value {}", i / 4),
+    );
+}
