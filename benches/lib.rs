@@ -33,13 +33,17 @@ pub fn time_iters(gpu: &Gpu, id: &str, iters: u64, mut f: impl FnMut()) -> Durat
             Ok(())
         })
         .expect("timed launches");
-    let per = ms / iters as f64;
+    record(id, ms / iters as f64);
+    Duration::from_secs_f64(ms * 1e-3)
+}
+
+/// Records one per-run time (ms) under `id` for the summary.
+pub fn record(id: &str, ms: f64) {
     let mut s = SAMPLES.lock().expect("lock");
     match s.iter_mut().find(|(k, _)| k == id) {
-        Some((_, v)) => v.push(per),
-        None => s.push((id.to_string(), vec![per])),
+        Some((_, v)) => v.push(ms),
+        None => s.push((id.to_string(), vec![ms])),
     }
-    Duration::from_secs_f64(ms * 1e-3)
 }
 
 /// Median / min / max ms of bench `id` so far.

@@ -5,8 +5,166 @@
 use criterion::{Criterion, Throughput};
 use gpu::layout::WType;
 use host::device::Gpu;
+use host::moe::prefill::{DeviceLayer, Prefill, RoutingInput, STAGES};
+use host::moe::shape::MoeShape;
 use host::moe::swiglu_quant::{SwigluQuantPlan, SwigluQuantShape};
+use host::synth::{self, Popularity, SyntheticLayer};
 use host::timing::copy_bandwidth;
+
+/// Token counts of the layer benches.
+const TOKENS: [usize; 4] = [512, 2048, 8192, 16384];
+/// Format pairs of the layer benches: the four llama.cpp was measured on (issue 4).
+const PAIRS: [(WType, WType); 4] = [
+    (WType::Q2_0, WType::Q2_0),
+    (WType::Iq2Xxs, WType::Q2_0),
+    (WType::Iq3S, WType::Iq4Nl),
+    (WType::Iq2S, WType::Iq4Nl),
+];
+/// llama.cpp's CUDA backend, same layer and GPU, median ms (issue 4), per PAIRS x TOKENS.
+const LLAMA_CPP: [[f64; 4]; 4] = [
+    [3.76, 5.77, 16.48, 31.83],
+    [3.89, 5.89, 16.83, 32.29],
+    [4.29, 6.31, 17.57, 33.41],
+    [4.88, 6.89, 18.71, 35.06],
+];
+
+/// "uniform", or "skewed" with the lognormal sigma.
+fn pop_name(p: Popularity) -> String {
+    match p {
+        Popularity::Uniform => "uniform".into(),
+        Popularity::Skewed { sigma } => format!("skewed{sigma}"),
+    }
+}
+
+fn layer_id(g: WType, d: WType, pop: Popularity, t: usize) -> String {
+    format!(
+        "prefill/mmq/{}-{}/{}/T={t}",
+        g.name(),
+        d.name(),
+        pop_name(pop)
+    )
+}
+
+/// The whole layer (route given, scatter, tiles, gate/up, swiglu_quant, down, combine) per pair,
+/// token count and routing; stage times come from the events of the same runs.
+fn prefill(c: &mut Criterion, gpu: &Gpu) {
+    let mut g = c.benchmark_group("prefill");
+    for (pi, &(gt, dt)) in PAIRS.iter().enumerate() {
+        let s = MoeShape {
+            gate_up_type: gt,
+            down_type: dt,
+            ..MoeShape::REFERENCE
+        };
+        let layer = SyntheticLayer::new(s, false, 1).expect("layer");
+        let dev = DeviceLayer::upload(gpu, &layer.weights(), &s).expect("upload");
+        let mut pf = Prefill::new(gpu, &s, 16384).expect("pipeline");
+        let pops: &[Popularity] = if pi == 0 {
+            &[
+                Popularity::Uniform,
+                Popularity::Skewed { sigma: 0.5 },
+                Popularity::Skewed { sigma: 1.0 },
+            ]
+        } else {
+            &[Popularity::Uniform]
+        };
+        for &pop in pops {
+            for t in TOKENS {
+                let r = synth::routing(t, s.n_experts, s.top_k, pop, 7 ^ t as u64);
+                let x = gpu
+                    .upload(&host::synth::normal_f32(t as u64, t * s.hidden, 1.0))
+                    .expect("upload");
+                let id = layer_id(gt, dt, pop, t);
+                g.throughput(Throughput::Elements(s.ops(t)));
+                g.bench_function(id.trim_start_matches("prefill/"), |b| {
+                    b.iter_custom(|n| {
+                        let mut total = 0.0;
+                        for _ in 0..n {
+                            let st = pf
+                                .run(gpu, &dev, &x, t, RoutingInput::Given(&r))
+                                .expect("prefill");
+                            total += st.total;
+                            benches::record(&id, st.total);
+                            for (name, v) in STAGES.iter().zip(st.as_array()) {
+                                benches::record(&format!("{id}/{name}"), v);
+                            }
+                        }
+                        std::time::Duration::from_secs_f64(total * 1e-3)
+                    })
+                });
+            }
+        }
+    }
+    g.finish();
+}
+
+fn prefill_summary(copy_gbs: f64) {
+    println!(
+        "\nprefill summary (per-group MMQ path; medians in ms; llama.cpp figures from issue 4):"
+    );
+    println!(
+        "{:<42} {:>8} {:>17} {:>6} {:>9} {:>8}  stage shares: {}",
+        "layer",
+        "median",
+        "spread",
+        "TOPS",
+        "llama.cpp",
+        "speedup",
+        STAGES.join(" / ")
+    );
+    for (pi, &(gt, dt)) in PAIRS.iter().enumerate() {
+        let s = MoeShape {
+            gate_up_type: gt,
+            down_type: dt,
+            ..MoeShape::REFERENCE
+        };
+        for pop in [
+            Popularity::Uniform,
+            Popularity::Skewed { sigma: 0.5 },
+            Popularity::Skewed { sigma: 1.0 },
+        ] {
+            for (ti, t) in TOKENS.into_iter().enumerate() {
+                let id = layer_id(gt, dt, pop, t);
+                let Some(st) = benches::stats(&id) else {
+                    continue;
+                };
+                let shares: Vec<String> = STAGES
+                    .iter()
+                    .map(|n| {
+                        benches::stats(&format!("{id}/{n}")).map_or(String::new(), |x| {
+                            format!("{:.0}%", 100.0 * x.median / st.median)
+                        })
+                    })
+                    .collect();
+                let (llama, speed) = if pop == Popularity::Uniform {
+                    let l = LLAMA_CPP[pi][ti];
+                    (format!("{l:.2}"), format!("{:.2}x", l / st.median))
+                } else {
+                    (String::new(), String::new())
+                };
+                println!(
+                    "{:<42} {:>8.3} {:>8.3}-{:<8.3} {:>6.0} {:>9} {:>8}  {}",
+                    id.trim_start_matches("prefill/mmq/"),
+                    st.median,
+                    st.min,
+                    st.max,
+                    s.ops(t) as f64 / (st.median * 1e-3) / 1e12,
+                    llama,
+                    speed,
+                    shares.join(" / ")
+                );
+            }
+        }
+    }
+    let s = MoeShape::REFERENCE;
+    println!(
+        "floors (reference shape): weights read once {:.3} ms at {:.0} GB/s read (Q2_0 pack, {} MB); int8 work at T=16384: {:.2} ms at 1,285 TOPS (mma.sync), {:.2} ms at 630 TOPS (cuBLASLt)",
+        s.weight_bytes() as f64 / (copy_gbs / 2.0 * 1e9) * 1e3,
+        copy_gbs / 2.0,
+        s.weight_bytes() / 1_000_000,
+        s.ops(16384) as f64 / 1.285e15 * 1e3,
+        s.ops(16384) as f64 / 630e12 * 1e3
+    );
+}
 
 /// Rows of the swiglu_quant benches: T * top-10 at T = 2,048 / 8,192 / 16,384.
 const SWIGLU_ROWS: [usize; 3] = [20_480, 81_920, 163_840];
@@ -91,10 +249,16 @@ fn main() {
         .warm_up_time(std::time::Duration::from_millis(500))
         .measurement_time(std::time::Duration::from_secs(2));
     swiglu_quant(&mut c, &gpu);
+    let mut c = c
+        .sample_size(10)
+        .warm_up_time(std::time::Duration::from_millis(300))
+        .measurement_time(std::time::Duration::from_secs(1));
+    prefill(&mut c, &gpu);
     c.final_summary();
     println!(
         "device: {} (sm_{}), device-to-device copy {copy_gbs:.0} GB/s",
         gpu.info.name, gpu.info.ptx_arch
     );
     swiglu_summary(copy_gbs);
+    prefill_summary(copy_gbs);
 }

@@ -93,7 +93,19 @@ pub fn exp(x: f32) -> f32 {
 /// with approximate `rcp`/`ex2`; README.md gives the measured difference.
 #[inline(always)]
 pub fn swiglu(gate: f32, up: f32) -> f32 {
-    gate / (1.0 + exp(-gate)) * up
+    swiglu_div(gate, swiglu_den(gate), up)
+}
+
+/// The denominator of SiLU: `1 + exp(-gate)` (first half of [`swiglu`]).
+#[inline(always)]
+pub fn swiglu_den(gate: f32) -> f32 {
+    1.0 + exp(-gate)
+}
+
+/// `gate / den * up` (second half of [`swiglu`]).
+#[inline(always)]
+pub fn swiglu_div(gate: f32, den: f32, up: f32) -> f32 {
+    gate / den * up
 }
 
 /// The running maximum of |x| for a q8_1 group: NaN inputs are skipped (as `fmaxf` does).

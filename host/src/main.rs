@@ -24,6 +24,8 @@ enum Cmd {
     /// MoE layers' prefill on the GPU (synthetic reference shape, or a GGUF's layers): stage
     /// times, TOPS or GB/s, floors, parity with the CPU reference on sampled tokens.
     Prefill(cli::prefill::PrefillArgs),
+    /// Writes a synthetic MoE model (reference shape unless told otherwise) as a GGUF file.
+    MakeModel(cli::make_model::MakeModelArgs),
     /// Device and build facts: compute capability, PTX targets, kernels loaded.
     Info,
 }
@@ -34,6 +36,7 @@ fn main() {
         None => cli::default::run(),
         Some(Cmd::Swiglu(a)) => cli::swiglu::run(&a),
         Some(Cmd::Prefill(a)) => cli::prefill::run(&a),
+        Some(Cmd::MakeModel(a)) => cli::make_model::run(&a),
         Some(Cmd::Info) => cli::info::run(),
     };
     if let Err(e) = r {

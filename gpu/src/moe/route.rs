@@ -1,11 +1,15 @@
 //! `moe_route`: router logits -> softmax -> top-k ids and weights. One warp per token, 4 tokens
-//! per 128-thread CTA, no shared memory. Reduction orders are fixed and written out in
+//! per 128-thread CTA; each warp keeps its token's probabilities in shared memory
+//! (`16 * n_experts` bytes per CTA), computed once, then scanned `top_k` times. Reduction orders are fixed and written out in
 //! host/src/reference/route.rs (lane l sums experts l, l + 32, ... in order; partials combined
 //! by the xor butterfly 16, 8, 4, 2, 1); top-k is repeated argmax, ties to the lower expert id.
 //! Launcher: host/src/moe/route.rs.
 
 use crate::layout::RouteParams;
-use crate::ptx::{ctaid_x, lane_id, shfl_xor_f32, shfl_xor_u32, tid_x};
+use crate::ptx::{
+    ctaid_x, lane_id, ld_shared_f32, shfl_xor_f32, shfl_xor_u32, smem_base, st_shared_u32,
+    sync_warp, tid_x,
+};
 use crate::quant::exp;
 
 /// Selection key of a probability (NaN ranks below every number): as the reference's `key`.
@@ -18,7 +22,8 @@ fn key(p: f32) -> f32 {
 ///
 /// # Safety
 /// Buffers as `layout::RouteParams` describes; `n_experts <= MAX_EXPERTS`, `top_k <=
-/// n_experts`; grid `ceil(n_tokens / 4)` CTAs of 128 threads.
+/// n_experts`; grid `ceil(n_tokens / 4)` CTAs of 128 threads, `16 * n_experts` bytes of
+/// dynamic shared memory.
 #[unsafe(no_mangle)]
 pub unsafe extern "ptx-kernel" fn moe_route(p: RouteParams) {
     let t = ctaid_x() * 4 + tid_x() / 32;
@@ -57,7 +62,17 @@ pub unsafe extern "ptx-kernel" fn moe_route(p: RouteParams) {
         sum += shfl_xor_f32(sum, off);
         off /= 2;
     }
-    let prob = |i: u32| exp(logit(i) - m) / sum;
+    // This warp's probabilities in shared memory, each computed once.
+    let probs = smem_base() + (tid_x() / 32) * 4 * e;
+    let mut i = lane;
+    while i < e {
+        // SAFETY: i < n_experts; the CTA has 16 * n_experts bytes of shared memory.
+        unsafe { st_shared_u32(probs + 4 * i, (exp(logit(i) - m) / sum).to_bits()) };
+        i += 32;
+    }
+    sync_warp();
+    // SAFETY: as above.
+    let prob = |i: u32| unsafe { ld_shared_f32(probs + 4 * i) };
     // Bit j of `taken`: expert lane + 32 j was selected (n_experts <= 2048).
     let mut taken = 0u64;
     let out = (t * p.top_k) as usize;

@@ -12,7 +12,7 @@ use crate::layout::{
 };
 use crate::moe::q8_1::store_q8_1_x4;
 use crate::ptx::{ctaid_x, ctaid_y, ld_nc_v4_f32, st_v4_f32, tid_x};
-use crate::quant::swiglu;
+use crate::quant::{swiglu_den, swiglu_div};
 
 /// Loads gate and up values `k0 .. k0 + 4` of one row (`k0 + 4 <= ffn`).
 ///
@@ -34,14 +34,23 @@ unsafe fn load_gate_up(row: *const f32, ffn: u32, k0: u32, interleaved: bool) ->
     }
 }
 
-/// Four SwiGLU values, written out (constant indices only: no local memory).
+/// Four SwiGLU values, written out (constant indices only: no local memory). The four
+/// `1 + exp(-g)` are computed before any division: each IEEE division becomes a branchy
+/// sequence in SASS that ptxas does not overlap with its neighbours, so the independent
+/// exponentials must come first to run interleaved. Same operations as `quant::swiglu`.
 #[inline(always)]
 fn swiglu_x4(g: [f32; 4], u: [f32; 4]) -> [f32; 4] {
+    let d = [
+        swiglu_den(g[0]),
+        swiglu_den(g[1]),
+        swiglu_den(g[2]),
+        swiglu_den(g[3]),
+    ];
     [
-        swiglu(g[0], u[0]),
-        swiglu(g[1], u[1]),
-        swiglu(g[2], u[2]),
-        swiglu(g[3], u[3]),
+        swiglu_div(g[0], d[0], u[0]),
+        swiglu_div(g[1], d[1], u[1]),
+        swiglu_div(g[2], d[2], u[2]),
+        swiglu_div(g[3], d[3], u[3]),
     ]
 }
 

@@ -2,6 +2,7 @@
 
 pub mod default;
 pub mod info;
+pub mod make_model;
 pub mod prefill;
 pub mod swiglu;
 

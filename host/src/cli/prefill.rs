@@ -10,7 +10,7 @@ use host::device::Gpu;
 use host::gguf::GgufFile;
 use host::moe::prefill::{DeviceLayer, Prefill, RoutingInput, STAGES, StageTimes};
 use host::moe::router;
-use host::moe::shape::{GateUp, LayerWeights, MoeShape, Routing};
+use host::moe::shape::{LayerWeights, MoeShape, Routing};
 use host::moe::swiglu_quant::SwigluQuantShape;
 use host::reference::{self, route::RouteParams};
 use host::synth::{self, Popularity, SyntheticLayer};
@@ -166,78 +166,17 @@ fn run_gguf(gpu: &Gpu, a: &PrefillArgs, path: &std::path::Path, copy_gbs: f64) -
     );
     for (i, l) in chosen.iter().enumerate() {
         eprintln!("[layer {}/{}] blk.{}", i + 1, chosen.len(), l.layer);
-        let ty = |t: &host::gguf::TensorRef| {
-            WType::from_id(t.info.ggml_type).ok_or_else(|| {
-                Error::Unsupported(format!(
-                    "{}: tensor {} is {}; this build runs q8_0 q2_0 iq4_nl iq2_xxs iq2_xs iq2_s iq3_xxs iq3_s",
-                    path.display(),
-                    t.info.name,
-                    host::ggml::type_name(t.info.ggml_type)
-                ))
-            })
-        };
-        let (h, ff, e) = (info.n_embd, l.n_ff, info.n_expert);
-        fn tensor<'f>(
-            w: WType,
-            t: &host::gguf::TensorRef<'f>,
-            e: usize,
-            n: usize,
-            k: usize,
-        ) -> Result<host::formats::ExpertTensor<'f>> {
-            host::formats::ExpertTensor::new(w, e, n, k, t.data)
-        }
-        let gate_up = match (&l.gate, &l.up, &l.gate_up) {
-            (Some(g), Some(u), _) => GateUp::Separate {
-                gate: tensor(ty(g)?, g, e, ff, h)?,
-                up: tensor(ty(u)?, u, e, ff, h)?,
-            },
-            (_, _, Some(m)) => GateUp::Merged(tensor(ty(m)?, m, e, 2 * ff, h)?),
-            _ => {
-                return Err(Error::Unsupported(format!(
-                    "layer {}: no gate/up experts",
-                    l.layer
-                )));
-            }
-        };
-        let w = LayerWeights {
-            gate_up,
-            down: tensor(ty(&l.down)?, &l.down, e, h, ff)?,
-        };
-        let s = MoeShape {
-            n_experts: e,
-            top_k: info.n_expert_used,
-            hidden: h,
-            ffn: ff,
-            gate_up_type: w.gate_up.wtype(),
-            down_type: w.down.wtype,
-        };
-        if l.router_bias.is_some() || l.probs_bias.is_some() || !l.extra.is_empty() {
-            let mut names: Vec<&str> = l.extra.iter().map(|t| t.name.as_str()).collect();
-            names.extend(
-                l.router_bias
-                    .iter()
-                    .chain(l.probs_bias.iter())
-                    .map(|t| t.info.name.as_str()),
-            );
-            return Err(Error::Unsupported(format!(
-                "layer {}: tensors this build does not apply: {names:?}",
-                l.layer
-            )));
-        }
-        if info.gating_func != 1 {
-            return Err(Error::Unsupported(format!(
-                "layer {}: gating function {} (only softmax routing is implemented)",
-                l.layer, info.gating_func
-            )));
-        }
-        let router = router::router_weights_f32(l.router.info.ggml_type, l.router.data)?;
-        let rule = RouteParams {
-            n_experts: e,
-            top_k: s.top_k,
-            norm: info.expert_weights_norm,
-            scale: info.expert_weights_scale,
-        };
-        run_layer(gpu, a, &w, &s, None, &router, rule, copy_gbs)?;
+        let fl = host::moe::model::file_layer(&f, l)?;
+        run_layer(
+            gpu,
+            a,
+            &fl.weights,
+            &fl.shape,
+            None,
+            &fl.router,
+            fl.rule,
+            copy_gbs,
+        )?;
     }
     Ok(())
 }

@@ -5,6 +5,7 @@
 
 pub mod combine;
 pub mod mmq;
+pub mod model;
 pub mod prefill;
 pub mod route;
 pub mod router;

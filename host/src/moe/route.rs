@@ -65,6 +65,12 @@ pub fn launch(
         block_dim: (128, 1, 1),
         shared_mem_bytes: 0,
     };
+    if 16 * rule.n_experts > 48 * 1024 {
+        gpu.kernels
+            .moe_route
+            .set_attribute(cudarc::driver::sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, 16 * rule.n_experts as i32)
+            .op("cuFuncSetAttribute moe_route")?;
+    }
     // SAFETY: sizes checked above; the kernel reads n_tokens rows of logits and writes n entries
     // of ids and weights.
     unsafe {
