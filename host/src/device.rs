@@ -60,6 +60,7 @@ macro_rules! kernels {
 
 kernels!(
     moe_swiglu_quant,
+    moe_swiglu_quant_x2,
     moe_swiglu_f32,
     moe_quantize_q8_1,
     moe_route,

@@ -199,6 +199,38 @@ impl SwigluQuantPlan {
         Ok(())
     }
 
+    /// Queues `moe_swiglu_quant_x2` (two rows per CTA): the same bytes as [`Self::launch`].
+    pub fn launch_x2(&self, gpu: &Gpu, gu: &CudaSlice<f32>, out: &mut CudaSlice<u8>) -> Result<()> {
+        self.check_buffers(gu, out)?;
+        let Some(cfg) = self.config else {
+            return Ok(());
+        };
+        let s = &self.shape;
+        let p = KArg(SwigluQuantParams {
+            gu: dptr(gu, &gpu.stream),
+            out: dptr(out, &gpu.stream),
+            n_rows: s.n_rows as u32,
+            ffn: s.ffn as u32,
+            gu_stride: s.gu_stride as u32,
+            n_cols: s.n_cols as u32,
+            interleaved: s.interleaved as u32,
+            _pad: 0,
+        });
+        let cfg = LaunchConfig {
+            grid_dim: (cfg.grid_dim.0.div_ceil(2), cfg.grid_dim.1, 1),
+            ..cfg
+        };
+        // SAFETY: as in `launch`; the kernel covers the same rows two per CTA.
+        unsafe {
+            gpu.stream
+                .launch_builder(&gpu.kernels.moe_swiglu_quant_x2)
+                .arg(&p)
+                .launch(cfg)
+        }
+        .op("launch moe_swiglu_quant_x2")?;
+        Ok(())
+    }
+
     /// f32 elements of the H scratch buffer of the two-kernel form.
     pub fn h_len(&self) -> usize {
         self.shape.n_rows * self.shape.ffn
