@@ -62,6 +62,7 @@ fn table_rows(gpu: &Gpu, a: &SwigluArgs, rows: usize, copy_gbs: f64) -> Result<(
     let tt = bench(gpu, 3, REPS, || {
         plan.launch_two_kernel(gpu, &d_gu, &mut h, &mut two)
     })?;
+    let tf2 = bench(gpu, 3, REPS, || plan.launch_x2(gpu, &d_gu, &mut fused2))?;
     let mut want = vec![
         BlockQ8_1Mmq {
             d: [0.0; 4],
