@@ -74,13 +74,14 @@ fn prefill(c: &mut Criterion, gpu: &Gpu) {
                     .upload(&host::synth::normal_f32(t as u64, t * s.hidden, 1.0))
                     .expect("upload");
                 let id = layer_id(gt, dt, pop, t);
+                pf.upload_routing(gpu, &r).expect("routing");
                 g.throughput(Throughput::Elements(s.ops(t)));
                 g.bench_function(id.trim_start_matches("prefill/"), |b| {
                     b.iter_custom(|n| {
                         let mut total = 0.0;
                         for _ in 0..n {
                             let st = pf
-                                .run(gpu, &dev, &x, t, RoutingInput::Given(&r))
+                                .run(gpu, &dev, &x, t, RoutingInput::Uploaded)
                                 .expect("prefill");
                             total += st.total;
                             benches::record(&id, st.total);

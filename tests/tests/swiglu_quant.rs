@@ -293,3 +293,85 @@ fn gpu_zero_rows() {
     let got = download_checked(&gpu, "zero rows", &out, s.out_blocks() * 144);
     assert!(got.iter().all(|&b| b == POISON));
 }
+
+/// SwiGLU over gate values from every corner of f32 (random bit patterns: subnormals, huge,
+/// infinities, NaN; and dense ranges around 0, the tails of exp and its overflow), through the
+/// two-kernel form whose first kernel stores H as f32: the GPU's exp and its branch-free
+/// division must give the reference's bits. NaNs compare as NaN (PTX returns the canonical
+/// NaN, x86 keeps the operand's payload); every other value bit for bit.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn gpu_swiglu_sweep() {
+    let gpu = gpu();
+    let mut rng = Rng::new(seed("gpu_swiglu_sweep"));
+    let (n_rows, ffn) = (4096, 1024);
+    let s = SwigluQuantShape::dense(n_rows, ffn, false);
+    let plan = SwigluQuantPlan::new(&s, WType::Q8_0.id()).expect("plan");
+    let mut gu = vec![0.0f32; s.gu_len()];
+    for r in 0..n_rows {
+        for j in 0..ffn {
+            let g = match r % 4 {
+                0 => f32::from_bits(rng.next_u32()),
+                1 => rng.uniform(-120.0, 120.0),
+                2 => (rng.normal() * 3.0) as f32,
+                _ => {
+                    f32::from_bits((rng.next_u32() & 0x807f_ffff) | ((rng.below(80) as u32) << 23))
+                }
+            };
+            gu[r * 2 * ffn + j] = g;
+            gu[r * 2 * ffn + ffn + j] = if r % 8 == 5 {
+                f32::from_bits(rng.next_u32())
+            } else {
+                rng.normal() as f32
+            };
+        }
+    }
+    let want = reference::swiglu_f32(&gu, &s);
+    let d_gu = gpu.upload(&gu).expect("upload");
+    let mut h = poisoned_f32(&gpu, plan.h_len());
+    let mut out = poisoned_u8(&gpu, s.out_blocks() * 144);
+    plan.launch_two_kernel(&gpu, &d_gu, &mut h, &mut out)
+        .expect("launch");
+    gpu.sync().expect("sync");
+    let got = download_checked_f32(&gpu, "sweep", &h, plan.h_len());
+    let canon = |b: &[u8]| -> Vec<u8> {
+        b.chunks(4)
+            .flat_map(|c| {
+                let v = f32::from_le_bytes([c[0], c[1], c[2], c[3]]);
+                if v.is_nan() {
+                    f32::NAN.to_le_bytes()
+                } else {
+                    v.to_le_bytes()
+                }
+            })
+            .collect()
+    };
+    let nans = want.iter().filter(|v| v.is_nan()).count();
+    eprintln!("sweep: {} values, {nans} NaN", want.len());
+    assert_bytes_eq(
+        "swiglu sweep H",
+        &canon(&got),
+        &canon(bytemuck::cast_slice(&want)),
+        |i| {
+            let (r, j) = (i / 4 / ffn, i / 4 % ffn);
+            format!(
+                "row {r} value {j}: gate {:e} up {:e}",
+                gu[r * 2 * ffn + j],
+                gu[r * 2 * ffn + ffn + j]
+            )
+        },
+    );
+    // the fused kernel on the same inputs equals the reference bit for bit (NaN -> q = 0)
+    let mut fused = poisoned_u8(&gpu, s.out_blocks() * 144);
+    plan.launch(&gpu, &d_gu, &mut fused).expect("launch");
+    gpu.sync().expect("sync");
+    let mut wb = poisoned_blocks(s.out_blocks());
+    reference::swiglu_quant(&gu, &s, &mut wb);
+    let got = download_checked(&gpu, "sweep fused", &fused, s.out_blocks() * 144);
+    assert_bytes_eq(
+        "swiglu sweep fused",
+        &got,
+        bytemuck::cast_slice(&wb),
+        locate_q8_1(n_rows),
+    );
+}

@@ -11,8 +11,8 @@ use crate::layout::{
     SwigluQuantParams,
 };
 use crate::moe::q8_1::store_q8_1_x4;
-use crate::ptx::{ctaid_x, ctaid_y, ld_nc_v4_f32, st_v4_f32, tid_x};
-use crate::quant::{swiglu_den, swiglu_div};
+use crate::ptx::{ctaid_x, ctaid_y, ld_nc_v4_f32, rcp_approx, st_v4_f32, tid_x};
+use crate::quant::{fma, swiglu_den};
 
 /// Loads gate and up values `k0 .. k0 + 4` of one row (`k0 + 4 <= ffn`).
 ///
@@ -34,10 +34,37 @@ unsafe fn load_gate_up(row: *const f32, ffn: u32, k0: u32, interleaved: bool) ->
     }
 }
 
-/// Four SwiGLU values, written out (constant indices only: no local memory). The four
-/// `1 + exp(-g)` are computed before any division: each IEEE division becomes a branchy
-/// sequence in SASS that ptxas does not overlap with its neighbours, so the independent
-/// exponentials must come first to run interleaved. Same operations as `quant::swiglu`.
+/// `x / d` correctly rounded (the same bits as IEEE division, `div.rn.f32`), for operands in
+/// the range where the division needs no special handling: `1 <= d <= 2^60` and
+/// `2^-60 <= |x| <= 2^60` (then every intermediate is a normal number and the quotient is at
+/// least 2^-120). It is the fast path `div.rn.f32` itself runs when its `FCHK` finds nothing
+/// unusual: an approximate reciprocal, one Newton step, the quotient, its exact residual by
+/// `fma` and one correction (Markstein). Written out, it has no branch, so four of them
+/// interleave; the caller falls back to `/` when an operand is outside the range.
+#[inline(always)]
+fn div_rn_in_range(x: f32, d: f32) -> f32 {
+    let r0 = rcp_approx(d);
+    let e = fma(-d, r0, 1.0);
+    let r1 = fma(r0, e, r0);
+    let q0 = fma(x, r1, 0.0);
+    let rem = fma(-d, q0, x);
+    fma(rem, r1, q0)
+}
+
+/// Whether `div_rn_in_range(x, d)` applies (NaN: no).
+#[inline(always)]
+fn div_in_range(x: f32, d: f32) -> bool {
+    const LO: f32 = 8.673_617e-19; // 2^-60
+    const HI: f32 = 1.152_921_5e18; // 2^60
+    let ax = crate::quant::abs(x);
+    (d >= 1.0) & (d <= HI) & (ax >= LO) & (ax <= HI)
+}
+
+/// Four SwiGLU values, written out (constant indices only: no local memory): the same
+/// operations as `quant::swiglu` - `1 + exp(-g)`, then `g / den` (IEEE), then `* u` - with the
+/// four divisions branch-free in the usual range (`div_rn_in_range`, same bits) so that the
+/// four values run interleaved; any operand outside the range sends the thread through plain
+/// `/` (rare: gate below -41 or |gate| below 2^-60).
 #[inline(always)]
 fn swiglu_x4(g: [f32; 4], u: [f32; 4]) -> [f32; 4] {
     let d = [
@@ -46,12 +73,21 @@ fn swiglu_x4(g: [f32; 4], u: [f32; 4]) -> [f32; 4] {
         swiglu_den(g[2]),
         swiglu_den(g[3]),
     ];
-    [
-        swiglu_div(g[0], d[0], u[0]),
-        swiglu_div(g[1], d[1], u[1]),
-        swiglu_div(g[2], d[2], u[2]),
-        swiglu_div(g[3], d[3], u[3]),
-    ]
+    let ok = div_in_range(g[0], d[0])
+        & div_in_range(g[1], d[1])
+        & div_in_range(g[2], d[2])
+        & div_in_range(g[3], d[3]);
+    let q = if ok {
+        [
+            div_rn_in_range(g[0], d[0]),
+            div_rn_in_range(g[1], d[1]),
+            div_rn_in_range(g[2], d[2]),
+            div_rn_in_range(g[3], d[3]),
+        ]
+    } else {
+        [g[0] / d[0], g[1] / d[1], g[2] / d[2], g[3] / d[3]]
+    };
+    [q[0] * u[0], q[1] * u[1], q[2] * u[2], q[3] * u[3]]
 }
 
 /// Fused SwiGLU + q8_1 D4 quantization: `out` = q8_1(swiglu(gate, up)) of every row, padded

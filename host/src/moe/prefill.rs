@@ -57,6 +57,9 @@ pub enum RoutingInput<'a> {
     Logits(&'a CudaSlice<f32>, Rule),
     /// A routing computed elsewhere (uploaded: ids and weights only).
     Given(&'a Routing),
+    /// The routing last uploaded with [`Prefill::upload_routing`] (benches keep the upload out
+    /// of the timed layer, as llama.cpp's layer figures have no routing in them).
+    Uploaded,
 }
 
 /// GPU milliseconds of each stage of one prefill, from events recorded between them.
@@ -119,6 +122,8 @@ pub struct Prefill {
     events: Vec<CudaEvent>,
     /// Tiles of the last run (host copy).
     pub tile_list: Vec<MmqTile>,
+    /// Token count of the routing last uploaded (and still in `ids` / `weights`).
+    uploaded: Option<usize>,
 }
 
 /// `MmqTile` as 4 u32 for cudarc buffers.
@@ -163,11 +168,13 @@ impl Prefill {
             out: gpu.alloc_filled(cap_tokens.max(1) * shape.hidden, p)?,
             events: (0..8).map(|_| ev()).collect::<Result<_>>()?,
             tile_list: Vec::new(),
+            uploaded: None,
         })
     }
 
     /// Fills every stage buffer with `byte` (tests poison them before a run).
     pub fn poison(&mut self, gpu: &Gpu, byte: u8) -> Result<()> {
+        self.uploaded = None;
         gpu.fill(&mut self.ids, byte)?;
         gpu.fill(&mut self.weights, byte)?;
         gpu.fill(&mut self.bounds, byte)?;
@@ -179,6 +186,28 @@ impl Prefill {
         gpu.fill(&mut self.hq, byte)?;
         gpu.fill(&mut self.dm, byte)?;
         gpu.fill(&mut self.out, byte)
+    }
+
+    /// Uploads a routing for later runs with [`RoutingInput::Uploaded`].
+    pub fn upload_routing(&mut self, gpu: &Gpu, r: &Routing) -> Result<()> {
+        if r.n_tokens > self.cap_tokens || r.top_k != self.shape.top_k {
+            return Err(shape(
+                "routing tokens",
+                r.n_tokens,
+                format!("at most {} with top-{}", self.cap_tokens, self.shape.top_k),
+            ));
+        }
+        r.check(self.shape.n_experts)?;
+        if !r.ids.is_empty() {
+            gpu.stream
+                .memcpy_htod(&r.ids, &mut self.ids)
+                .op("cuMemcpyHtoD ids")?;
+            gpu.stream
+                .memcpy_htod(&r.weights, &mut self.weights)
+                .op("cuMemcpyHtoD weights")?;
+        }
+        self.uploaded = Some(r.n_tokens);
+        Ok(())
     }
 
     fn record(&self, gpu: &Gpu, i: usize) -> Result<()> {
@@ -228,6 +257,7 @@ impl Prefill {
                         "routing rule does not match the layer".into(),
                     ));
                 }
+                self.uploaded = None;
                 route::launch(
                     gpu,
                     &rule,
@@ -238,18 +268,19 @@ impl Prefill {
                 )?;
             }
             RoutingInput::Given(r) => {
-                if r.n_tokens != n_tokens || r.top_k != s.top_k {
+                if r.n_tokens != n_tokens {
                     return Err(Error::Unsupported(format!(
-                        "routing is for {} tokens, top-{}",
-                        r.n_tokens, r.top_k
+                        "routing is for {} tokens, not {n_tokens}",
+                        r.n_tokens
                     )));
                 }
-                r.check(s.n_experts)?;
-                if n_rows > 0 {
-                    st.memcpy_htod(&r.ids, &mut self.ids)
-                        .op("cuMemcpyHtoD ids")?;
-                    st.memcpy_htod(&r.weights, &mut self.weights)
-                        .op("cuMemcpyHtoD weights")?;
+                self.upload_routing(gpu, r)?;
+            }
+            RoutingInput::Uploaded => {
+                if self.uploaded != Some(n_tokens) {
+                    return Err(Error::Unsupported(format!(
+                        "no routing of {n_tokens} tokens was uploaded"
+                    )));
                 }
             }
         }

@@ -27,6 +27,13 @@ pub fn check(rule: &Rule) -> Result<()> {
     Ok(())
 }
 
+const _: () = assert!(4 * 4 * MAX_EXPERTS <= 48 * 1024);
+
+/// Dynamic shared memory of `moe_route`: four warps x n_experts f32.
+pub fn smem_bytes(n_experts: usize) -> u32 {
+    (4 * 4 * n_experts) as u32
+}
+
 /// Queues the routing of `n_tokens` tokens: `logits [n_tokens][n_experts]` -> `ids`,
 /// `weights` `[n_tokens][top_k]`.
 pub fn launch(
@@ -60,17 +67,13 @@ pub fn launch(
         scale: rule.scale,
         _pad: 0,
     });
+    // Four warps, each with its token's probabilities in shared memory (n_experts <= 2048:
+    // at most 32 KiB, under the 48 KiB every device gives without opting in).
     let cfg = LaunchConfig {
         grid_dim: (n_tokens.div_ceil(4) as u32, 1, 1),
         block_dim: (128, 1, 1),
-        shared_mem_bytes: 0,
+        shared_mem_bytes: smem_bytes(rule.n_experts),
     };
-    if 16 * rule.n_experts > 48 * 1024 {
-        gpu.kernels
-            .moe_route
-            .set_attribute(cudarc::driver::sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, 16 * rule.n_experts as i32)
-            .op("cuFuncSetAttribute moe_route")?;
-    }
     // SAFETY: sizes checked above; the kernel reads n_tokens rows of logits and writes n entries
     // of ids and weights.
     unsafe {
