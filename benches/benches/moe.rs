@@ -191,14 +191,6 @@ fn swiglu_quant(c: &mut Criterion, gpu: &Gpu) {
                 })
             })
         });
-        let id = format!("swiglu_quant/fused_x2/{rows}x640");
-        g.bench_function(format!("fused_x2/{rows}x640"), |b| {
-            b.iter_custom(|n| {
-                benches::time_iters(gpu, &id, n, || {
-                    plan.launch_x2(gpu, &gu, &mut out).expect("launch")
-                })
-            })
-        });
         g.throughput(Throughput::Bytes(s.two_kernel_bytes()));
         let id = format!("swiglu_quant/two_kernel/{rows}x640");
         g.bench_function(format!("two_kernel/{rows}x640"), |b| {
@@ -230,7 +222,7 @@ fn swiglu_summary(copy_gbs: f64) {
             let Some(st) = st else { continue };
             let gbs = bytes as f64 / (st.median * 1e-3) / 1e9;
             let speedup = match (name, t) {
-                ("fused" | "fused_x2", Some(t)) => format!("{:.2}x", t.median / st.median),
+                ("fused", Some(t)) => format!("{:.2}x", t.median / st.median),
                 _ => String::new(),
             };
             println!(

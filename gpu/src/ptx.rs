@@ -380,16 +380,3 @@ pub fn shfl_idx_u32(v: u32, src: u32) -> u32 {
     }
     r
 }
-
-/// `rcp.approx.f32` [9.7.3.13] (no `.ftz`): reciprocal within 1 ulp, subnormals kept. Only the
-/// first step of [`crate::moe::swiglu_quant`]'s correctly rounded division.
-#[inline(always)]
-pub fn rcp_approx(x: f32) -> f32 {
-    let r: f32;
-    // SAFETY: register-only arithmetic.
-    unsafe {
-        asm!("rcp.approx.f32 {r}, {x};", r = out(reg32) r, x = in(reg32) x,
-             options(pure, nomem, nostack));
-    }
-    r
-}

@@ -60,7 +60,6 @@ macro_rules! kernels {
 
 kernels!(
     moe_swiglu_quant,
-    moe_swiglu_quant_x2,
     moe_swiglu_f32,
     moe_quantize_q8_1,
     moe_route,
@@ -138,6 +137,12 @@ pub fn driver_present() -> bool {
 impl Gpu {
     /// Opens device 0: `Error::NoGpu` when there is no driver or no device.
     pub fn open() -> Result<Gpu> {
+        Self::open_with(None)
+    }
+
+    /// Opens device 0 with the PTX module of target `arch` (75, 80, 90) instead of the newest
+    /// one the device runs: tests run the sm_75 module (the Turing `m8n8k16` port) on newer GPUs.
+    pub fn open_with(arch: Option<u32>) -> Result<Gpu> {
         if !driver_present() {
             return Err(Error::NoGpu(
                 "the CUDA driver library (libcuda) was not found".into(),
@@ -160,7 +165,16 @@ impl Gpu {
         let attr = |a| ctx.attribute(a).op("cuDeviceGetAttribute");
         let (major, minor) = ctx.compute_capability().op("compute capability")?;
         let cc = (major * 10 + minor) as u32;
-        let (ptx_arch, src) = ptx::for_cc(cc).ok_or_else(|| {
+        let chosen = match arch {
+            Some(a) if a <= cc => ptx::module(a).map(|m| (a, m)),
+            Some(a) => {
+                return Err(Error::NoGpu(format!(
+                    "PTX for sm_{a} cannot run on compute capability {major}.{minor}"
+                )));
+            }
+            None => ptx::for_cc(cc),
+        };
+        let (ptx_arch, src) = chosen.ok_or_else(|| {
             Error::NoGpu(format!(
                 "compute capability {major}.{minor} is older than the oldest PTX target built \
                  (sm_{})",

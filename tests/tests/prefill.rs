@@ -371,3 +371,41 @@ fn route_from_logits() {
         |i| format!("value {}", i / 4),
     );
 }
+
+/// The older PTX targets on this GPU: the sm_75 module runs every product as `m8n8k16` (the
+/// Turing port), the sm_80 module as `m16n8k32`; both give the reference's bytes.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn older_ptx_targets() {
+    let sd = seed("older_ptx_targets");
+    for arch in [75, 80] {
+        let gpu = Gpu::open_with(Some(arch)).expect("GPU with the chosen PTX");
+        assert_eq!(gpu.info.ptx_arch, arch);
+        for (g, d) in [
+            (WType::Q2_0, WType::Q8_0),
+            (WType::Iq2Xs, WType::Iq4Nl),
+            (WType::Iq3Xxs, WType::Q2_0),
+        ] {
+            let s = small(g, d, 4);
+            let layer = SyntheticLayer::new(s, false, sd ^ arch as u64).expect("layer");
+            let dev = DeviceLayer::upload(&gpu, &layer.weights(), &s).expect("upload");
+            let mut pf = Prefill::new(&gpu, &s, 999).expect("pipeline");
+            let r = synth::routing(
+                999,
+                s.n_experts,
+                s.top_k,
+                Popularity::Skewed { sigma: 1.0 },
+                sd,
+            );
+            check(
+                &gpu,
+                &format!("sm_{arch} {}/{}", g.name(), d.name()),
+                &layer,
+                &dev,
+                &mut pf,
+                &r,
+                sd ^ 3,
+            );
+        }
+    }
+}

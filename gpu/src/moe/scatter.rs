@@ -8,11 +8,13 @@
 //! 3. `moe_scatter_place`: CTA (one warp) per chunk; tokens in order, lane s places slot s:
 //!    within an expert, rows follow token order (as ggml's `mm_ids_helper`). Writes
 //!    `row_token`, `row_dst` (token * top_k + slot) and `row_of` (its inverse).
-//! 4. `moe_scatter_quantize`: grid (token, 512-value chunk of the padded row), 128 threads:
+//! 4. `moe_scatter_quantize`: CTA per token, 8 warps over the 128-value chunks of its row:
 //!    quantizes the token's activations to q8_1 D4 once and writes them to every row the token
 //!    was routed to.
 
-use crate::layout::{BlockQ8_1Mmq, QUANT_BLOCK_VALUES, SCATTER_CHUNK, ScatterParams};
+use crate::layout::{
+    BlockQ8_1Mmq, MMQ_BLOCK_VALUES, QUANT_WARPS, SCATTER_CHUNK, ScatterParams, padded_k,
+};
 use crate::moe::q8_1::{quantize_x4, store_x4};
 use crate::ptx::{
     atomic_add_shared_u32, ctaid_x, ctaid_y, lane_id, ld_nc_v4_f32, ld_shared_u32, smem_base,
@@ -160,24 +162,29 @@ pub unsafe extern "ptx-kernel" fn moe_scatter_place(p: ScatterParams) {
 ///
 /// # Safety
 /// Buffers as `layout::ScatterParams`, after step 3; x rows 16-byte aligned (hidden a multiple
-/// of 4); grid (n_tokens, padded_k(hidden) / 512) of 128 threads.
+/// of 4); grid n_tokens CTAs of 256 threads.
 #[unsafe(no_mangle)]
 pub unsafe extern "ptx-kernel" fn moe_scatter_quantize(p: ScatterParams) {
     let t = ctaid_x();
-    let k0 = ctaid_y() * QUANT_BLOCK_VALUES as u32 + tid_x() * 4;
-    let mut v = [0.0f32; 4];
-    if k0 < p.hidden {
-        // SAFETY: k0 + 4 <= hidden (a multiple of 4); row t of x.
-        v = unsafe { ld_nc_v4_f32((p.x as *const f32).add((t * p.hidden + k0) as usize)) };
-    }
-    let (q, d) = quantize_x4(v);
     let n_rows = p.n_tokens * p.top_k;
-    for s in 0..p.top_k {
-        // SAFETY: row_of maps (t, s) to a compact row < n_rows; xq holds padded_k(hidden) / 128
-        // chunks of n_rows blocks.
-        unsafe {
-            let row = *(p.row_of as *const u32).add((t * p.top_k + s) as usize);
-            store_x4(p.xq as *mut BlockQ8_1Mmq, n_rows, row, k0, q, d);
+    let n_chunks = (padded_k(p.hidden as usize) / MMQ_BLOCK_VALUES) as u32;
+    let mut kc = tid_x() / 32;
+    while kc < n_chunks {
+        let k0 = kc * MMQ_BLOCK_VALUES as u32 + lane_id() * 4;
+        let mut v = [0.0f32; 4];
+        if k0 < p.hidden {
+            // SAFETY: k0 + 4 <= hidden (a multiple of 4); row t of x.
+            v = unsafe { ld_nc_v4_f32((p.x as *const f32).add((t * p.hidden + k0) as usize)) };
         }
+        let (q, d) = quantize_x4(v);
+        for s in 0..p.top_k {
+            // SAFETY: row_of maps (t, s) to a compact row < n_rows; xq holds padded_k(hidden) /
+            // 128 chunks of n_rows blocks.
+            unsafe {
+                let row = *(p.row_of as *const u32).add((t * p.top_k + s) as usize);
+                store_x4(p.xq as *mut BlockQ8_1Mmq, n_rows, row, k0, q, d);
+            }
+        }
+        kc += QUANT_WARPS as u32;
     }
 }

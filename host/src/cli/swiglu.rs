@@ -56,13 +56,11 @@ fn table_rows(gpu: &Gpu, a: &SwigluArgs, rows: usize, copy_gbs: f64) -> Result<(
     let out_bytes = s.out_blocks() * size_of::<BlockQ8_1Mmq>();
     let mut fused = gpu.alloc_filled::<u8>(out_bytes, 0xa5)?;
     let mut two = gpu.alloc_filled::<u8>(out_bytes, 0xa5)?;
-    let mut fused2 = gpu.alloc_filled::<u8>(out_bytes, 0xa5)?;
     let mut h = gpu.alloc_filled::<f32>(plan.h_len(), 0xa5)?;
     let tf = bench(gpu, 3, REPS, || plan.launch(gpu, &d_gu, &mut fused))?;
     let tt = bench(gpu, 3, REPS, || {
         plan.launch_two_kernel(gpu, &d_gu, &mut h, &mut two)
     })?;
-    let tf2 = bench(gpu, 3, REPS, || plan.launch_x2(gpu, &d_gu, &mut fused2))?;
     let mut want = vec![
         BlockQ8_1Mmq {
             d: [0.0; 4],
@@ -79,13 +77,6 @@ fn table_rows(gpu: &Gpu, a: &SwigluArgs, rows: usize, copy_gbs: f64) -> Result<(
             s.fused_bytes(),
             &fused,
             Some(tt.median / tf.median),
-        ),
-        (
-            "fused x2",
-            tf2,
-            s.fused_bytes(),
-            &fused2,
-            Some(tt.median / tf2.median),
         ),
         ("two-kernel", tt, s.two_kernel_bytes(), &two, None),
     ] {

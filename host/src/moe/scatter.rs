@@ -2,9 +2,7 @@
 //! CPU twin: host/src/reference/scatter.rs.
 
 use cudarc::driver::{LaunchConfig, PushKernelArg};
-use gpu::layout::{
-    MAX_EXPERTS, QUANT_BLOCK_THREADS, QUANT_BLOCK_VALUES, SCATTER_CHUNK, ScatterParams, padded_k,
-};
+use gpu::layout::{MAX_EXPERTS, QUANT_BLOCK_THREADS, SCATTER_CHUNK, ScatterParams};
 
 use crate::device::{Gpu, KArg};
 use crate::error::{DriverOp, Result, shape};
@@ -98,10 +96,9 @@ pub unsafe fn launch(gpu: &Gpu, p: ScatterParams) -> Result<()> {
             .arg(&arg)
             .launch(cfg((n_chunks as u32, 1, 1), 32, smem))
             .op("launch moe_scatter_place")?;
-        let chunks = (padded_k(p.hidden as usize) / QUANT_BLOCK_VALUES) as u32;
         s.launch_builder(&k.moe_scatter_quantize)
             .arg(&arg)
-            .launch(cfg((p.n_tokens, chunks, 1), QUANT_BLOCK_THREADS as u32, 0))
+            .launch(cfg((p.n_tokens, 1, 1), QUANT_BLOCK_THREADS as u32, 0))
             .op("launch moe_scatter_quantize")?;
     }
     Ok(())

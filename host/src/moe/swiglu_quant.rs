@@ -3,8 +3,8 @@
 
 use cudarc::driver::{CudaSlice, LaunchConfig, PushKernelArg};
 use gpu::layout::{
-    ActLayout, BlockQ8_1Mmq, MMQ_BLOCK_VALUES, QUANT_BLOCK_THREADS, QUANT_BLOCK_VALUES,
-    QuantizeParams, SwigluParams, SwigluQuantParams, act_layout_of_ggml_type, padded_k,
+    ActLayout, BlockQ8_1Mmq, MMQ_BLOCK_VALUES, QUANT_BLOCK_THREADS, QuantizeParams, SwigluParams,
+    SwigluQuantParams, act_layout_of_ggml_type, padded_k,
 };
 
 use crate::device::{Gpu, KArg, dptr};
@@ -140,11 +140,7 @@ impl SwigluQuantPlan {
             ));
         }
         let config = (s.n_rows > 0).then(|| LaunchConfig {
-            grid_dim: (
-                s.n_rows as u32,
-                (padded_k(s.ffn) / QUANT_BLOCK_VALUES) as u32,
-                1,
-            ),
+            grid_dim: (s.n_rows as u32, 1, 1),
             block_dim: (QUANT_BLOCK_THREADS as u32, 1, 1),
             shared_mem_bytes: 0,
         });
@@ -199,38 +195,6 @@ impl SwigluQuantPlan {
         Ok(())
     }
 
-    /// Queues `moe_swiglu_quant_x2` (two rows per CTA): the same bytes as [`Self::launch`].
-    pub fn launch_x2(&self, gpu: &Gpu, gu: &CudaSlice<f32>, out: &mut CudaSlice<u8>) -> Result<()> {
-        self.check_buffers(gu, out)?;
-        let Some(cfg) = self.config else {
-            return Ok(());
-        };
-        let s = &self.shape;
-        let p = KArg(SwigluQuantParams {
-            gu: dptr(gu, &gpu.stream),
-            out: dptr(out, &gpu.stream),
-            n_rows: s.n_rows as u32,
-            ffn: s.ffn as u32,
-            gu_stride: s.gu_stride as u32,
-            n_cols: s.n_cols as u32,
-            interleaved: s.interleaved as u32,
-            _pad: 0,
-        });
-        let cfg = LaunchConfig {
-            grid_dim: (cfg.grid_dim.0.div_ceil(2), cfg.grid_dim.1, 1),
-            ..cfg
-        };
-        // SAFETY: as in `launch`; the kernel covers the same rows two per CTA.
-        unsafe {
-            gpu.stream
-                .launch_builder(&gpu.kernels.moe_swiglu_quant_x2)
-                .arg(&p)
-                .launch(cfg)
-        }
-        .op("launch moe_swiglu_quant_x2")?;
-        Ok(())
-    }
-
     /// f32 elements of the H scratch buffer of the two-kernel form.
     pub fn h_len(&self) -> usize {
         self.shape.n_rows * self.shape.ffn
@@ -264,14 +228,7 @@ impl SwigluQuantPlan {
             gu_stride: s.gu_stride as u32,
             interleaved: s.interleaved as u32,
         });
-        let swiglu_cfg = LaunchConfig {
-            grid_dim: (
-                s.n_rows as u32,
-                s.ffn.div_ceil(QUANT_BLOCK_VALUES) as u32,
-                1,
-            ),
-            ..cfg
-        };
+        let swiglu_cfg = cfg;
         // SAFETY: as in `launch`; h holds n_rows * ffn f32 (checked above).
         unsafe {
             gpu.stream
@@ -309,7 +266,7 @@ mod tests {
     fn plan_checks_shapes() {
         let ok = SwigluQuantShape::dense(37, 640, false);
         let p = SwigluQuantPlan::new(&ok, 42).unwrap();
-        assert_eq!(p.config.unwrap().grid_dim, (37, 2, 1));
+        assert_eq!(p.config.unwrap().grid_dim, (37, 1, 1));
         assert_eq!(ok.out_blocks(), 8 * 37);
         assert!(
             SwigluQuantPlan::new(&SwigluQuantShape::dense(0, 640, false), 42)
