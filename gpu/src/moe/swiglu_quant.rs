@@ -77,7 +77,7 @@ pub unsafe extern "ptx-kernel" fn moe_swiglu_quant(p: SwigluQuantParams) {
     let warp = tid_x() / 32;
     let n_chunks = (padded_k(p.ffn as usize) / MMQ_BLOCK_VALUES) as u32;
     // Work item i of this warp: row x + (i / per_warp) * gridDim.x, chunk warp + 8 (i % per_warp).
-    let per_warp = n_chunks.div_ceil(QUANT_WARPS as u32).max(1);
+    let per_warp = n_chunks.div_ceil(QUANT_WARPS as u32);
     let (x, stride) = (ctaid_x(), nctaid_x());
     let item = |i: u32| {
         (
