@@ -11,7 +11,7 @@ use crate::layout::{
     SwigluParams, SwigluQuantParams, padded_k,
 };
 use crate::moe::q8_1::store_q8_1_x4;
-use crate::ptx::{ctaid_x, ld_nc_v4_f32, nctaid_x, st_v4_f32, tid_x};
+use crate::ptx::{ctaid_x, ld_nc_v4_f32, st_v4_f32, tid_x};
 use crate::quant::{swiglu_den, swiglu_div};
 
 /// Loads gate and up values `k0 .. k0 + 4` of one row (`k0 + 4 <= ffn`).
@@ -65,60 +65,29 @@ fn chunk_k0(kc: u32) -> u32 {
 /// with zero blocks up to `padded_k(ffn)` values. Shapes: `gu` f32 `[n_rows, gu_stride]`,
 /// `out` `[padded_k(ffn) / 128][n_cols]` blocks. H is never stored.
 ///
-/// Unlike the two-kernel form, a CTA walks several rows (`row = x, x + gridDim.x, ..`) and each
-/// warp loads its chunk of the next row before it computes the current one: the arithmetic per
-/// value (exp, IEEE division, quantization) is long enough that one row's loads in flight per
-/// thread leave the memory system idle.
-///
 /// # Safety
-/// Buffers as described in `layout::SwigluQuantParams`; 256 threads per CTA, any grid size.
+/// Buffers as described in `layout::SwigluQuantParams`; launched with the grid above.
 #[unsafe(no_mangle)]
 pub unsafe extern "ptx-kernel" fn moe_swiglu_quant(p: SwigluQuantParams) {
-    let warp = tid_x() / 32;
+    let row = ctaid_x();
+    if row >= p.n_rows {
+        return;
+    }
+    // SAFETY: row < n_rows.
+    let r = unsafe { (p.gu as *const f32).add(row as usize * p.gu_stride as usize) };
     let n_chunks = (padded_k(p.ffn as usize) / MMQ_BLOCK_VALUES) as u32;
-    // Work item i of this warp: row x + (i / per_warp) * gridDim.x, chunk warp + 8 (i % per_warp).
-    let per_warp = n_chunks.div_ceil(QUANT_WARPS as u32);
-    let (x, stride) = (ctaid_x(), nctaid_x());
-    let item = |i: u32| {
-        (
-            x + (i / per_warp) * stride,
-            warp + QUANT_WARPS as u32 * (i % per_warp),
-        )
-    };
-    let il = p.interleaved != 0;
-    let load = |row: u32, kc: u32| -> [[f32; 4]; 2] {
+    let mut kc = tid_x() / 32;
+    while kc < n_chunks {
         let k0 = chunk_k0(kc);
-        if row < p.n_rows && k0 < p.ffn {
-            // SAFETY: row < n_rows and k0 + 4 <= ffn (ffn is a multiple of 128).
-            unsafe {
-                let r = (p.gu as *const f32).add(row as usize * p.gu_stride as usize);
-                load_gate_up(r, p.ffn, k0, il)
-            }
-        } else {
-            [[0.0; 4]; 2]
+        let mut h = [0.0f32; 4];
+        if k0 < p.ffn {
+            // SAFETY: k0 + 4 <= ffn (ffn is a multiple of 128).
+            let [g, u] = unsafe { load_gate_up(r, p.ffn, k0, p.interleaved != 0) };
+            h = swiglu_x4(g, u);
         }
-    };
-    let mut i = 0;
-    let (mut row, mut kc) = item(0);
-    let mut cur = load(row, kc);
-    while row < p.n_rows {
-        let (next_row, next_kc) = item(i + 1);
-        let next = load(next_row, next_kc);
-        if kc < n_chunks {
-            let k0 = chunk_k0(kc);
-            let h = if k0 < p.ffn {
-                swiglu_x4(cur[0], cur[1])
-            } else {
-                [0.0; 4]
-            };
-            // SAFETY: out holds padded_k(ffn) / 128 chunks of n_cols blocks; row < n_rows <=
-            // n_cols; kc, row and so the branch are the same for the whole warp.
-            unsafe { store_q8_1_x4(p.out as *mut BlockQ8_1Mmq, p.n_cols, row, k0, h) };
-        }
-        cur = next;
-        row = next_row;
-        kc = next_kc;
-        i += 1;
+        // SAFETY: out holds padded_k(ffn) / 128 chunks of n_cols blocks; row < n_rows <= n_cols.
+        unsafe { store_q8_1_x4(p.out as *mut BlockQ8_1Mmq, p.n_cols, row, k0, h) };
+        kc += QUANT_WARPS as u32;
     }
 }
 

@@ -14,8 +14,6 @@ use crate::ggml::type_name;
 const BLOCK_BYTES: usize = size_of::<BlockQ8_1Mmq>();
 /// Rows are spread over grid.x.
 const MAX_GRID_X: usize = i32::MAX as usize;
-/// CTAs of the fused kernel's grid (it walks rows): about two waves of 132 SMs x 8 CTAs.
-const FUSED_MAX_CTAS: u32 = 2048;
 
 /// What `swiglu_quant` runs on.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -141,7 +139,7 @@ impl SwigluQuantPlan {
                 format!("at most {MAX_GRID_X} rows per launch"),
             ));
         }
-        let config = (s.n_rows > 0).then_some(LaunchConfig {
+        let config = (s.n_rows > 0).then(|| LaunchConfig {
             grid_dim: (s.n_rows as u32, 1, 1),
             block_dim: (QUANT_BLOCK_THREADS as u32, 1, 1),
             shared_mem_bytes: 0,
@@ -173,11 +171,6 @@ impl SwigluQuantPlan {
         self.check_buffers(gu, out)?;
         let Some(cfg) = self.config else {
             return Ok(());
-        };
-        // The fused kernel walks rows: a grid of at most FUSED_MAX_CTAS CTAs.
-        let cfg = LaunchConfig {
-            grid_dim: (cfg.grid_dim.0.min(FUSED_MAX_CTAS), 1, 1),
-            ..cfg
         };
         let s = &self.shape;
         let p = KArg(SwigluQuantParams {
