@@ -139,7 +139,7 @@ impl SwigluQuantPlan {
                 format!("at most {MAX_GRID_X} rows per launch"),
             ));
         }
-        let config = (s.n_rows > 0).then(|| LaunchConfig {
+        let config = (s.n_rows > 0).then_some(LaunchConfig {
             grid_dim: (s.n_rows as u32, 1, 1),
             block_dim: (QUANT_BLOCK_THREADS as u32, 1, 1),
             shared_mem_bytes: 0,
