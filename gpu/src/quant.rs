@@ -43,6 +43,19 @@ pub fn round_half_away(v: f32) -> i32 {
     t + (frac >= 0.5) as i32 - (frac <= -0.5) as i32
 }
 
+/// [`round_half_away`] for values already known finite with |v| <= 2^23 (no NaN test, no
+/// clamp): the same result.
+///
+/// # Safety
+/// `v` must be finite with |v| <= 2^23.
+#[inline(always)]
+pub unsafe fn round_half_away_finite(v: f32) -> i32 {
+    // SAFETY: the caller guarantees v converts without overflow.
+    let t = unsafe { v.to_int_unchecked::<i32>() };
+    let frac = v - t as f32;
+    t + (frac >= 0.5) as i32 - (frac <= -0.5) as i32
+}
+
 /// 2^k as f32 for -126 <= k <= 127 (exact, built from its bits).
 #[inline(always)]
 fn pow2i(k: i32) -> f32 {
@@ -108,18 +121,18 @@ pub fn swiglu_div(gate: f32, den: f32, up: f32) -> f32 {
     gate / den * up
 }
 
-/// The running maximum of |x| for a q8_1 group: NaN inputs are skipped (as `fmaxf` does).
+/// The running maximum of |x| for a q8_1 group: NaN inputs are skipped (as `fmaxf` does;
+/// `f32::max` is IEEE maxNum on both sides: `max.f32` on the GPU).
 #[inline(always)]
 pub fn amax_step(acc: f32, x: f32) -> f32 {
-    let a = abs(x);
-    if a > acc { a } else { acc }
+    acc.max(abs(x))
 }
 
 /// Combines two partial maxima of |x| (used by the GPU's shuffle reduction; the order in which
 /// partial maxima are combined cannot change a maximum).
 #[inline(always)]
 pub fn amax_merge(a: f32, b: f32) -> f32 {
-    if b > a { b } else { a }
+    a.max(b)
 }
 
 /// The q8_1 inverse scale of a group with maximum |x| `amax`: `127 / amax` (IEEE division; +inf
@@ -147,7 +160,8 @@ pub fn q8_1_quant(x: f32, d_inv: f32) -> i8 {
     } else {
         v.clamp(-127.0, 127.0)
     };
-    round_half_away(v) as i8
+    // SAFETY: v is finite and |v| <= 127.
+    unsafe { round_half_away_finite(v) as i8 }
 }
 
 /// Quantizes one group of 32 values to q8_1: returns the f32 scale and the int8 values. The GPU

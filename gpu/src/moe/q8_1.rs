@@ -54,6 +54,18 @@ pub unsafe fn store_x4(out: *mut BlockQ8_1Mmq, n_cols: u32, row: u32, k0: u32, q
     }
 }
 
+/// Stores an all-zero group's D4 bytes (scale +0.0, values 0) for lane positions `k0 .. k0 + 4`:
+/// what [`store_q8_1_x4`] writes for zeros (127 / 0 = inf, 0 * inf -> 0, 1 / inf = +0), without
+/// the arithmetic. For the padding chunks of a row.
+///
+/// # Safety
+/// As [`store_x4`].
+#[inline(always)]
+pub unsafe fn store_zero_x4(out: *mut BlockQ8_1Mmq, n_cols: u32, row: u32, k0: u32) {
+    // SAFETY: forwarded contract.
+    unsafe { store_x4(out, n_cols, row, k0, 0, 0.0) }
+}
+
 /// [`quantize_x4`] then [`store_x4`].
 ///
 /// # Safety

@@ -10,7 +10,7 @@ use crate::layout::{
     BlockQ8_1Mmq, MMQ_BLOCK_VALUES, QUANT_VALUES_PER_THREAD, QUANT_WARPS, QuantizeParams,
     SwigluParams, SwigluQuantParams, padded_k,
 };
-use crate::moe::q8_1::store_q8_1_x4;
+use crate::moe::q8_1::{store_q8_1_x4, store_zero_x4};
 use crate::ptx::{ctaid_x, ld_nc_v4_f32, st_v4_f32, tid_x};
 use crate::quant::{swiglu_den, swiglu_div};
 
@@ -79,14 +79,18 @@ pub unsafe extern "ptx-kernel" fn moe_swiglu_quant(p: SwigluQuantParams) {
     let mut kc = tid_x() / 32;
     while kc < n_chunks {
         let k0 = chunk_k0(kc);
-        let mut h = [0.0f32; 4];
-        if k0 < p.ffn {
-            // SAFETY: k0 + 4 <= ffn (ffn is a multiple of 128).
-            let [g, u] = unsafe { load_gate_up(r, p.ffn, k0, p.interleaved != 0) };
-            h = swiglu_x4(g, u);
+        let out = p.out as *mut BlockQ8_1Mmq;
+        // SAFETY: ffn is a multiple of 128, so a chunk is wholly data (k0 + 4 <= ffn) or wholly
+        // padding, the same for the whole warp; out holds padded_k(ffn) / 128 chunks of n_cols
+        // blocks and row < n_rows <= n_cols.
+        unsafe {
+            if k0 < p.ffn {
+                let [g, u] = load_gate_up(r, p.ffn, k0, p.interleaved != 0);
+                store_q8_1_x4(out, p.n_cols, row, k0, swiglu_x4(g, u));
+            } else {
+                store_zero_x4(out, p.n_cols, row, k0);
+            }
         }
-        // SAFETY: out holds padded_k(ffn) / 128 chunks of n_cols blocks; row < n_rows <= n_cols.
-        unsafe { store_q8_1_x4(p.out as *mut BlockQ8_1Mmq, p.n_cols, row, k0, h) };
         kc += QUANT_WARPS as u32;
     }
 }
@@ -133,17 +137,23 @@ pub unsafe extern "ptx-kernel" fn moe_quantize_q8_1(p: QuantizeParams) {
     let mut kc = tid_x() / 32;
     while kc < n_chunks {
         let k0 = chunk_k0(kc);
-        let mut v = [0.0f32; 4];
-        if k0 < p.k {
-            // SAFETY: k is a multiple of 4, so k0 + 4 <= k; rows are 16-byte aligned.
-            v = unsafe {
-                ld_nc_v4_f32(
-                    (p.x as *const f32).add(row as usize * p.x_stride as usize + k0 as usize),
-                )
-            };
+        let out = p.out as *mut BlockQ8_1Mmq;
+        // SAFETY: k is a multiple of 4, so k0 + 4 <= k when loading; rows are 16-byte aligned;
+        // out holds padded_k(k) / 128 chunks of n_cols blocks and row < n_rows <= n_cols. The
+        // outer branch is the same for the whole warp.
+        unsafe {
+            if kc * (MMQ_BLOCK_VALUES as u32) < p.k {
+                let mut v = [0.0f32; 4];
+                if k0 < p.k {
+                    v = ld_nc_v4_f32(
+                        (p.x as *const f32).add(row as usize * p.x_stride as usize + k0 as usize),
+                    );
+                }
+                store_q8_1_x4(out, p.n_cols, row, k0, v);
+            } else {
+                store_zero_x4(out, p.n_cols, row, k0);
+            }
         }
-        // SAFETY: out holds padded_k(k) / 128 chunks of n_cols blocks and row < n_rows <= n_cols.
-        unsafe { store_q8_1_x4(p.out as *mut BlockQ8_1Mmq, p.n_cols, row, k0, v) };
         kc += QUANT_WARPS as u32;
     }
 }
