@@ -379,3 +379,42 @@ mod tests {
         assert_eq!((q[0], q[1], q[2]), (0, -127, 64));
     }
 }
+
+#[cfg(test)]
+mod accuracy {
+    use super::*;
+
+    /// Our SwiGLU against SwiGLU in f64, x and g ~ N(0, 4^2) (the distribution of
+    /// ggml-reference.md §8.3's measurement of ggml's fast-math form): the ulp histogram is
+    /// printed for README, and the error is bounded.
+    #[test]
+    fn swiglu_within_a_few_ulp_of_f64() {
+        let mut s = 0x5eedu64;
+        let mut next = || {
+            s = s
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            (s >> 11) as f64 / (1u64 << 53) as f64
+        };
+        let mut hist = [0usize; 5];
+        let n = 1 << 20;
+        for _ in 0..n {
+            let (u1, u2, u3, u4) = (1.0 - next(), next(), 1.0 - next(), next());
+            let g = (4.0 * (-2.0 * u1.ln()).sqrt() * (std::f64::consts::TAU * u2).cos()) as f32;
+            let u = (4.0 * (-2.0 * u3.ln()).sqrt() * (std::f64::consts::TAU * u4).cos()) as f32;
+            let want = (g as f64 / (1.0 + (-(g as f64)).exp()) * u as f64) as f32;
+            let got = swiglu(g, u);
+            let ulp = (got.to_bits() as i64 - want.to_bits() as i64).unsigned_abs() as usize;
+            hist[ulp.min(4)] += 1;
+        }
+        std::eprintln!(
+            "swiglu vs f64 (correctly rounded): {:.1} % identical, {:.1} % 1 ulp, {:.1} % 2 ulp, {:.2} % 3 ulp, {:.3} % >= 4",
+            100.0 * hist[0] as f64 / n as f64,
+            100.0 * hist[1] as f64 / n as f64,
+            100.0 * hist[2] as f64 / n as f64,
+            100.0 * hist[3] as f64 / n as f64,
+            100.0 * hist[4] as f64 / n as f64
+        );
+        assert_eq!(hist[4], 0, "an error of 4 ulp or more");
+    }
+}
