@@ -228,13 +228,12 @@ impl SwigluQuantPlan {
             gu_stride: s.gu_stride as u32,
             interleaved: s.interleaved as u32,
         });
-        let swiglu_cfg = cfg;
         // SAFETY: as in `launch`; h holds n_rows * ffn f32 (checked above).
         unsafe {
             gpu.stream
                 .launch_builder(&gpu.kernels.moe_swiglu_f32)
                 .arg(&sw)
-                .launch(swiglu_cfg)
+                .launch(cfg)
         }
         .op("launch moe_swiglu_f32")?;
         let qp = KArg(QuantizeParams {
