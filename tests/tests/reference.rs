@@ -6,16 +6,7 @@ use host::moe::shape::{MoeShape, RowOrder};
 use host::reference::{self, exact};
 use host::synth::{self, Popularity, SyntheticLayer};
 use tests::*;
-
-const GATE_UP: [WType; 6] = [
-    WType::Q2_0,
-    WType::Iq2Xxs,
-    WType::Iq2Xs,
-    WType::Iq2S,
-    WType::Iq3Xxs,
-    WType::Iq3S,
-];
-const DOWN: [WType; 3] = [WType::Q2_0, WType::Iq4Nl, WType::Q8_0];
+use tests::{DOWN_TYPES as DOWN, GATE_UP_TYPES as GATE_UP};
 
 fn small(gate_up_type: WType, down_type: WType) -> MoeShape {
     MoeShape {
