@@ -24,13 +24,6 @@ pub fn ctaid_y() -> u32 {
     unsafe { core::arch::nvptx::_block_idx_y() as u32 }
 }
 
-/// `%nctaid.x`.
-#[inline(always)]
-pub fn nctaid_x() -> u32 {
-    // SAFETY: reads a special register.
-    unsafe { core::arch::nvptx::_grid_dim_x() as u32 }
-}
-
 /// `bar.sync 0` [9.7.13.4]: block-wide barrier.
 #[inline(always)]
 pub fn sync_threads() {
@@ -367,16 +360,4 @@ pub fn mma_m16n8k16_s8(a: [u32; 2], b: u32) -> [i32; 4] {
 #[inline(always)]
 pub fn shfl_xor_u32(v: u32, lane_mask: u32) -> u32 {
     shfl_xor_f32(f32::from_bits(v), lane_mask).to_bits()
-}
-
-/// `shfl.sync.idx.b32`: lane `src`'s value.
-#[inline(always)]
-pub fn shfl_idx_u32(v: u32, src: u32) -> u32 {
-    let r: u32;
-    // SAFETY: register-only warp shuffle; callers call it from converged, full warps.
-    unsafe {
-        asm!("shfl.sync.idx.b32 {r}, {v}, {s}, 0x1f, 0xffffffff;", r = out(reg32) r,
-             v = in(reg32) v, s = in(reg32) src, options(pure, nomem, nostack));
-    }
-    r
 }
