@@ -17,16 +17,19 @@ pub fn run() -> host::Result<()> {
         reps: 10,
         seed: 1,
     };
-    if host::device::Gpu::open().is_err() {
-        // One line says why, then the CPU reference alone.
-        return prefill::run(&p);
-    }
-    prefill::run(&p)?;
+    // One GPU context and one copy-bandwidth measurement for both tables.
+    let Some(session) = super::open_session()? else {
+        return prefill::cpu_only(&p);
+    };
+    prefill::run_on(&session, &p)?;
     println!();
-    swiglu::run(&SwigluArgs {
-        rows: vec![163_840],
-        ffn: 640,
-        interleaved: false,
-        seed: 1,
-    })
+    swiglu::run_on(
+        &session,
+        &SwigluArgs {
+            rows: vec![163_840],
+            ffn: 640,
+            interleaved: false,
+            seed: 1,
+        },
+    )
 }

@@ -14,7 +14,7 @@ use host::moe::shape::{LayerWeights, MoeShape, Routing};
 use host::moe::swiglu_quant::SwigluQuantShape;
 use host::reference::{self, route::RouteParams};
 use host::synth::{self, Popularity, SyntheticLayer};
-use host::timing::{Stats, copy_bandwidth};
+use host::timing::Stats;
 use host::{Error, Result};
 
 #[derive(Args, Clone)]
@@ -76,14 +76,15 @@ pub fn wtype(name: &str) -> Result<WType> {
 }
 
 pub fn run(a: &PrefillArgs) -> Result<()> {
-    let Some(gpu) = super::open_gpu_or_say() else {
-        return cpu_only(a);
-    };
-    println!(
-        "device: {} (sm_{}, {} SMs)",
-        gpu.info.name, gpu.info.ptx_arch, gpu.info.sm_count
-    );
-    let (copy_gbs, _) = copy_bandwidth(&gpu, 1 << 30)?;
+    match super::open_session()? {
+        Some(s) => run_on(&s, a),
+        None => cpu_only(a),
+    }
+}
+
+/// The command on an open GPU.
+pub fn run_on(session: &super::Session, a: &PrefillArgs) -> Result<()> {
+    let (gpu, copy_gbs) = (&session.gpu, session.copy_gbs);
     match &a.model {
         None => {
             let s = MoeShape {
@@ -120,7 +121,7 @@ pub fn run(a: &PrefillArgs) -> Result<()> {
                 scale: 1.0,
             };
             run_layer(
-                &gpu,
+                gpu,
                 a,
                 &layer.weights(),
                 &s,
@@ -130,7 +131,7 @@ pub fn run(a: &PrefillArgs) -> Result<()> {
                 copy_gbs,
             )
         }
-        Some(path) => run_gguf(&gpu, a, path, copy_gbs),
+        Some(path) => run_gguf(gpu, a, path, copy_gbs),
     }
 }
 
@@ -373,7 +374,7 @@ fn print_table(
 }
 
 /// Without a GPU: the CPU reference of a small batch of the synthetic layer.
-fn cpu_only(a: &PrefillArgs) -> Result<()> {
+pub fn cpu_only(a: &PrefillArgs) -> Result<()> {
     let s = MoeShape {
         gate_up_type: wtype(&a.gate_up)?,
         down_type: wtype(&a.down)?,

@@ -6,7 +6,7 @@ use gpu::layout::{BlockQ8_1Mmq, WType};
 use host::device::Gpu;
 use host::moe::swiglu_quant::{SwigluQuantPlan, SwigluQuantShape};
 use host::reference::swiglu_quant as reference;
-use host::timing::{bench, copy_bandwidth};
+use host::timing::bench;
 use host::{Error, Result};
 
 #[derive(Args, Clone)]
@@ -29,21 +29,21 @@ pub struct SwigluArgs {
 const REPS: usize = 30;
 
 pub fn run(a: &SwigluArgs) -> Result<()> {
-    let Some(gpu) = super::open_gpu_or_say() else {
-        return cpu_only(a);
-    };
-    println!(
-        "device: {} (sm_{}, {} SMs)",
-        gpu.info.name, gpu.info.ptx_arch, gpu.info.sm_count
-    );
-    let (copy_gbs, _) = copy_bandwidth(&gpu, 1 << 30)?;
-    println!("device-to-device copy: {copy_gbs:.0} GB/s (read + write), the ceiling below");
+    match super::open_session()? {
+        Some(s) => run_on(&s, a),
+        None => cpu_only(a),
+    }
+}
+
+/// The command on an open GPU.
+pub fn run_on(session: &super::Session, a: &SwigluArgs) -> Result<()> {
+    let (gpu, copy_gbs) = (&session.gpu, session.copy_gbs);
     println!(
         "{:<11} {:>8} {:>10} {:>9} {:>7} {:>8}  parity",
         "path", "rows", "median ms", "GB/s", "% copy", "speedup"
     );
     for &rows in &a.rows {
-        table_rows(&gpu, a, rows, copy_gbs)?;
+        table_rows(gpu, a, rows, copy_gbs)?;
     }
     Ok(())
 }
