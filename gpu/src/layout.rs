@@ -23,6 +23,20 @@ pub const ROW_PADDING: usize = 512;
 pub const QUANT_BLOCK_THREADS: usize = 256;
 /// Warps of such a block.
 pub const QUANT_WARPS: usize = QUANT_BLOCK_THREADS / 32;
+/// Warps of a `swiglu_quant` / `swiglu_f32` / `quantize` block for rows of `k` values: one per
+/// 128-value data chunk, at most [`QUANT_WARPS`] (the kernels stride by the block's warp count,
+/// so the padding chunks go to the first warps). With n_ff 640, 5 warps: no warp holds
+/// registers only to write zeros, and more rows fit on an SM.
+pub const fn quant_block_warps(k: usize) -> usize {
+    let chunks = k.div_ceil(MMQ_BLOCK_VALUES);
+    if chunks == 0 {
+        1
+    } else if chunks > QUANT_WARPS {
+        QUANT_WARPS
+    } else {
+        chunks
+    }
+}
 /// Values one thread loads and quantizes per chunk.
 pub const QUANT_VALUES_PER_THREAD: usize = 4;
 

@@ -10,6 +10,13 @@ pub fn tid_x() -> u32 {
     unsafe { core::arch::nvptx::_thread_idx_x() as u32 }
 }
 
+/// `%ntid.x`: threads per block along x.
+#[inline(always)]
+pub fn ntid_x() -> u32 {
+    // SAFETY: reads a special register.
+    unsafe { core::arch::nvptx::_block_dim_x() as u32 }
+}
+
 /// `%ctaid.x`.
 #[inline(always)]
 pub fn ctaid_x() -> u32 {
@@ -113,6 +120,31 @@ pub unsafe fn st_v4_f32(p: *mut f32, v: [f32; 4]) {
             options(nostack)
         );
     }
+}
+
+/// `prmt.b32 d, a, b, sel`: byte i of d is byte `sel >> 4i & 7` of the 8 bytes `b:a` (a
+/// first).
+#[inline(always)]
+pub fn prmt(a: u32, b: u32, sel: u32) -> u32 {
+    let r: u32;
+    // SAFETY: register-only byte permute.
+    unsafe {
+        asm!("prmt.b32 {r}, {a}, {b}, {s};", r = out(reg32) r, a = in(reg32) a, b = in(reg32) b,
+             s = in(reg32) sel, options(pure, nomem, nostack));
+    }
+    r
+}
+
+/// `cvt.rzi.s32.f32` (PTX ISA, cvt): f32 to i32 toward zero, NaN -> 0, saturating (Rust's `as i32`).
+#[inline(always)]
+pub fn cvt_rzi_s32_f32(v: f32) -> i32 {
+    let r: i32;
+    // SAFETY: register-only conversion.
+    unsafe {
+        asm!("cvt.rzi.s32.f32 {r}, {v};", r = out(reg32) r, v = in(reg32) v,
+             options(pure, nomem, nostack));
+    }
+    r
 }
 
 /// `rcp.approx.ftz.f32` [9.7.3.13]: the hardware reciprocal ggml's fast-math build uses for

@@ -43,23 +43,64 @@ pub fn round_half_away(v: f32) -> i32 {
     t + (frac >= 0.5) as i32 - (frac <= -0.5) as i32
 }
 
-/// [`round_half_away`] for values already known finite with |v| <= 2^23 (no NaN test, no
-/// clamp): the same result.
-///
-/// # Safety
-/// `v` must be finite with |v| <= 2^23.
+/// `v as i32` rounded toward zero, NaN giving 0 and out-of-range values saturating: the same on
+/// both sides (`cvt.rzi.s32.f32` on the GPU, Rust's saturating cast on the host).
 #[inline(always)]
-pub unsafe fn round_half_away_finite(v: f32) -> i32 {
-    // SAFETY: the caller guarantees v converts without overflow.
-    let t = unsafe { v.to_int_unchecked::<i32>() };
-    let frac = v - t as f32;
-    t + (frac >= 0.5) as i32 - (frac <= -0.5) as i32
+pub fn trunc_i32(v: f32) -> i32 {
+    #[cfg(target_arch = "nvptx64")]
+    {
+        crate::ptx::cvt_rzi_s32_f32(v)
+    }
+    #[cfg(not(target_arch = "nvptx64"))]
+    {
+        v as i32
+    }
+}
+
+/// 0.5 - 2^-25, the largest f32 below one half.
+const JUST_BELOW_HALF: f32 = 0.499_999_97;
+
+/// [`round_half_away`] for |v| <= 128, in three operations and no int-to-float conversion:
+/// truncation of `v + copysign(0.5 - 2^-25, v)`. Adding the largest f32 below one half (not 0.5)
+/// keeps `0.49999997 + 0.5` from rounding up to 1; a tie `k + 0.5` still reaches `k + 1` (the
+/// sum rounds up). Equal to `round_half_away` for every f32 with |v| <= 128 (checked over all
+/// 2.2e9 of them when it was written; the tests check a dense subset). NaN gives 0.
+#[inline(always)]
+pub fn round_half_away_small(v: f32) -> i32 {
+    let h = f32::from_bits(JUST_BELOW_HALF.to_bits() | (v.to_bits() & 0x8000_0000));
+    trunc_i32(v + h)
 }
 
 /// 2^k as f32 for -126 <= k <= 127 (exact, built from its bits).
 #[inline(always)]
 fn pow2i(k: i32) -> f32 {
     f32::from_bits(((k + 127) as u32) << 23)
+}
+
+const SHIFTER: f32 = 12_582_912.0;
+
+/// `e^xc = y * 2^n` for a clamped input `xc` (|xc| <= 105): returns `y = e^r` (|r| <= ln2/2 +
+/// tiny) and `t = xc * log2(e) + 1.5 * 2^23`, whose bits are `0x4b40_0000 + n`: n is read from
+/// them (the shifter trick) instead of converted with a float-to-int instruction.
+#[inline(always)]
+fn exp_reduced(xc: f32) -> (f32, f32) {
+    const LOG2E: f32 = core::f32::consts::LOG2_E;
+    // ln 2 split so that n * LN2_HI is exact for |n| <= 256 (LN2_HI has 9 significant bits).
+    const LN2_HI: f32 = 0.693_359_4;
+    const LN2_LO: f32 = -2.121_944_4e-4;
+    const P0: f32 = 1.987_569_1e-4;
+    const P1: f32 = 1.398_199_9e-3;
+    const P2: f32 = 8.333_452e-3;
+    const P3: f32 = 4.166_579_6e-2;
+    const P4: f32 = 1.666_666_5e-1;
+    const P5: f32 = 5e-1;
+    let t = xc * LOG2E + SHIFTER;
+    let nf = t - SHIFTER;
+    let r = fma(-nf, LN2_HI, xc);
+    let r = fma(-nf, LN2_LO, r);
+    let z = r * r;
+    let p = fma(fma(fma(fma(fma(P0, r, P1), r, P2), r, P3), r, P4), r, P5);
+    (fma(p, z, r) + 1.0, t)
 }
 
 /// `e^x` in f32, deterministic on both sides and branch-free: Cody-Waite reduction
@@ -73,29 +114,13 @@ fn pow2i(k: i32) -> f32 {
 /// ggml's CUDA build uses `ex2.approx.ftz(x * log2 e)` instead (ggml-reference.md §8.3).
 #[inline(always)]
 pub fn exp(x: f32) -> f32 {
-    const LOG2E: f32 = core::f32::consts::LOG2_E;
-    const SHIFTER: f32 = 12_582_912.0;
-    // ln 2 split so that n * LN2_HI is exact for |n| <= 256 (LN2_HI has 9 significant bits).
-    const LN2_HI: f32 = 0.693_359_4;
-    const LN2_LO: f32 = -2.121_944_4e-4;
-    const P0: f32 = 1.987_569_1e-4;
-    const P1: f32 = 1.398_199_9e-3;
-    const P2: f32 = 8.333_452e-3;
-    const P3: f32 = 4.166_579_6e-2;
-    const P4: f32 = 1.666_666_5e-1;
-    const P5: f32 = 5e-1;
     // max/min skip NaN: a NaN input computes e^-104 here and is returned as itself at the end
-    // (`clamp` would keep the NaN and make the integer conversion below undefined).
+    // (`clamp` would keep the NaN).
     #[allow(clippy::manual_clamp)]
     let xc = x.max(-104.0).min(89.0);
-    let nf = (xc * LOG2E + SHIFTER) - SHIFTER;
-    let r = fma(-nf, LN2_HI, xc);
-    let r = fma(-nf, LN2_LO, r);
-    let z = r * r;
-    let p = fma(fma(fma(fma(fma(P0, r, P1), r, P2), r, P3), r, P4), r, P5);
-    let y = fma(p, z, r) + 1.0;
-    // SAFETY: nf is an integer in [-151, 129] (xc is clamped), exactly representable.
-    let n = unsafe { nf.to_int_unchecked::<i32>() };
+    let (y, t) = exp_reduced(xc);
+    // n in [-151, 129] (xc is clamped): the low bits of t.
+    let n = t.to_bits().wrapping_sub(SHIFTER.to_bits()) as i32;
     let n1 = n >> 1;
     let e = y * pow2i(n1) * pow2i(n - n1);
     if x.is_nan() { x } else { e }
@@ -112,7 +137,24 @@ pub fn swiglu(gate: f32, up: f32) -> f32 {
 /// The denominator of SiLU: `1 + exp(-gate)` (first half of [`swiglu`]).
 #[inline(always)]
 pub fn swiglu_den(gate: f32) -> f32 {
-    1.0 + exp(-gate)
+    1.0 + exp_for_den(-gate)
+}
+
+/// `e^x` on the range that matters to `1 + e^x`, so that `1 + exp_for_den(x)` has the bits of
+/// `1 + exp(x)` for every non-NaN x (NaN x gives a finite value; SwiGLU's `gate / den` is NaN
+/// anyway). The clamp's lower end is -86 instead of -104: below it `1 + e^x` is 1 either way.
+/// Then n is in [-124, 128] and 2^(n-1) is a normal f32, so the scaling is one exact
+/// multiplication by 2^(n-1) (built from t's bits in one integer operation) and one by 2 that
+/// rounds once: the value `exp` computes by its two half-steps, whose first is exact.
+#[inline(always)]
+fn exp_for_den(x: f32) -> f32 {
+    #[allow(clippy::manual_clamp)]
+    let xc = x.max(-86.0).min(89.0);
+    let (y, t) = exp_reduced(xc);
+    // Bits of 2^(n-1): (n - 1 + 127) << 23 = (bits(t) + 126) << 23, since bits(t) = 0x4b40_0000
+    // + n and 0x4b40_0000 << 23 wraps to 0.
+    let s = f32::from_bits(t.to_bits().wrapping_add(126) << 23);
+    y * s * 2.0
 }
 
 /// `gate / den * up` (second half of [`swiglu`]).
@@ -150,18 +192,36 @@ pub fn q8_1_scale(d_inv: f32) -> f32 {
 
 /// One quantized value: `round_half_away(x * d_inv)` saturated to [-127, 127]; NaN (including the
 /// 0 * inf of an all-zero group) gives 0. Saturation only acts when `d_inv` overflowed to +inf
-/// (amax < 127 / f32::MAX), where the stored scale is 0 and the value contributes nothing.
+/// (amax < 127 / f32::MAX), where the stored scale is 0 and the value contributes nothing: that
+/// case is [`q8_1_quant_tiny`], every other [`q8_1_quant_finite`].
 #[inline(always)]
 pub fn q8_1_quant(x: f32, d_inv: f32) -> i8 {
-    let v = x * d_inv;
-    // NaN first (clamp would turn it into a bound), then saturation (only +-inf reach it).
-    let v = if v.is_nan() {
-        0.0
+    (if d_inv == f32::INFINITY {
+        q8_1_quant_tiny(x)
     } else {
-        v.clamp(-127.0, 127.0)
-    };
-    // SAFETY: v is finite and |v| <= 127.
-    unsafe { round_half_away_finite(v) as i8 }
+        q8_1_quant_finite(x, d_inv)
+    }) as i8
+}
+
+/// [`q8_1_quant`] for a finite `d_inv` (`127 / amax` with amax >= |x| or x NaN): |x * d_inv| <=
+/// 127 * (1 + 2^-23), so no saturation is needed (rounding gives at most 127), and NaN (x NaN,
+/// or an infinite x times d_inv = 0) converts to 0. In [-127, 127], as an i32.
+#[inline(always)]
+pub fn q8_1_quant_finite(x: f32, d_inv: f32) -> i32 {
+    round_half_away_small(x * d_inv)
+}
+
+/// [`q8_1_quant`] for `d_inv` = +inf: `x * inf` is +-inf (saturating to +-127) or NaN for x = 0
+/// (giving 0); NaN x gives 0. As an i32.
+#[inline(always)]
+pub fn q8_1_quant_tiny(x: f32) -> i32 {
+    if x > 0.0 {
+        127
+    } else if x < 0.0 {
+        -127
+    } else {
+        0
+    }
 }
 
 /// Quantizes one group of 32 values to q8_1: returns the f32 scale and the int8 values. The GPU
@@ -301,6 +361,86 @@ mod tests {
                 .wrapping_add(1442695040888963407);
             let v = ((s >> 40) as f32 / (1u64 << 24) as f32 - 0.5) * 300.0;
             assert_eq!(round_half_away(v), v.round() as i32, "{v}");
+        }
+    }
+
+    /// The three-operation rounding equals `round_half_away` (and Rust's `round`) on |v| <= 128:
+    /// every f32 within 300 ulp of each half and each integer up to 128, and a stride through
+    /// all the others (the full 2.2e9 values were checked once, off line).
+    #[test]
+    fn round_half_away_small_matches() {
+        let check = |v: f32| {
+            assert_eq!(round_half_away_small(v), round_half_away(v), "{v:e}");
+            assert_eq!(round_half_away_small(-v), round_half_away(-v), "{:e}", -v);
+            assert_eq!(round_half_away_small(v), v.round() as i32, "{v:e}");
+        };
+        for k in 0..=256u32 {
+            let c = (k as f32 * 0.5).to_bits();
+            for b in c.saturating_sub(300)..=c + 300 {
+                check(f32::from_bits(b));
+            }
+        }
+        for b in (0..=128f32.to_bits()).step_by(997) {
+            check(f32::from_bits(b));
+        }
+        assert_eq!(round_half_away_small(f32::NAN), 0);
+        assert_eq!(round_half_away_small(-f32::NAN), 0);
+    }
+
+    /// `swiglu_den`'s shortened exponential gives the bits of `1 + exp(-g)` for every non-NaN g:
+    /// dense around the clamp ends and the overflow, and a stride through all f32.
+    #[test]
+    fn swiglu_den_is_one_plus_exp() {
+        let check = |g: f32| {
+            assert_eq!(
+                swiglu_den(g).to_bits(),
+                (1.0 + exp(-g)).to_bits(),
+                "{g:e} ({:#x})",
+                g.to_bits()
+            );
+        };
+        for c in [86.0f32, -89.0, -88.72, -88.38, 17.0, 0.0] {
+            let b = c.to_bits();
+            for b in b.saturating_sub(20_000)..=b + 20_000 {
+                check(f32::from_bits(b));
+            }
+        }
+        for b in (0..=u32::MAX).step_by(4099) {
+            let g = f32::from_bits(b);
+            if !g.is_nan() {
+                check(g);
+            }
+        }
+        assert!(swiglu(f32::NAN, 1.0).is_nan());
+    }
+
+    /// `q8_1_quant` by its two cases equals the rule written out: `round_half_away(x * d_inv)`
+    /// with NaN -> 0 and saturation to +-127.
+    #[test]
+    fn q8_1_quant_matches_the_rule() {
+        let rule = |x: f32, d_inv: f32| -> i8 {
+            let v = x * d_inv;
+            let v = if v.is_nan() {
+                0.0
+            } else {
+                v.clamp(-127.0, 127.0)
+            };
+            round_half_away(v) as i8
+        };
+        let mut s = 0x9e37_79b9u64;
+        let mut next = || {
+            s = s
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            (s >> 32) as u32
+        };
+        for _ in 0..200_000 {
+            let x = f32::from_bits(next());
+            let amax = f32::from_bits(next() & 0x7fff_ffff).max(abs(x));
+            let amax = if amax.is_nan() { 0.0 } else { amax };
+            for d_inv in [q8_1_inv_scale(amax), 0.0, f32::INFINITY] {
+                assert_eq!(q8_1_quant(x, d_inv), rule(x, d_inv), "{x:e} {d_inv:e}");
+            }
         }
     }
 

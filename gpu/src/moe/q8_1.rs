@@ -3,8 +3,10 @@
 //! f32 scale into a `block_q8_1_mmq` (layout::BlockQ8_1Mmq). Rules: `gpu::quant`.
 
 use crate::layout::{BlockQ8_1Mmq, MMQ_BLOCK_VALUES};
-use crate::ptx::{shfl_xor_f32, st_f32, st_u32};
-use crate::quant::{amax_merge, amax_step, q8_1_inv_scale, q8_1_quant, q8_1_scale};
+use crate::ptx::{prmt, shfl_xor_f32, st_f32, st_u32};
+use crate::quant::{
+    amax_merge, amax_step, q8_1_inv_scale, q8_1_quant_finite, q8_1_quant_tiny, q8_1_scale,
+};
 
 /// Quantizes the 4 values `h` a lane holds for K positions `4 * lane + 128 i ..` of one
 /// activation row: reduces |x| over the 8 lanes of its 32-value group by butterfly shuffles and
@@ -22,12 +24,25 @@ pub fn quantize_x4(h: [f32; 4]) -> (u32, f32) {
     amax = amax_merge(amax, shfl_xor_f32(amax, 2));
     amax = amax_merge(amax, shfl_xor_f32(amax, 4));
     let d_inv = q8_1_inv_scale(amax);
-    let q = u32::from_le_bytes([
-        q8_1_quant(h[0], d_inv) as u8,
-        q8_1_quant(h[1], d_inv) as u8,
-        q8_1_quant(h[2], d_inv) as u8,
-        q8_1_quant(h[3], d_inv) as u8,
-    ]);
+    // One branch per group (d_inv = +inf only for groups of tiny values), not a select per value.
+    let q = if d_inv == f32::INFINITY {
+        [
+            q8_1_quant_tiny(h[0]),
+            q8_1_quant_tiny(h[1]),
+            q8_1_quant_tiny(h[2]),
+            q8_1_quant_tiny(h[3]),
+        ]
+    } else {
+        [
+            q8_1_quant_finite(h[0], d_inv),
+            q8_1_quant_finite(h[1], d_inv),
+            q8_1_quant_finite(h[2], d_inv),
+            q8_1_quant_finite(h[3], d_inv),
+        ]
+    };
+    let lo = prmt(q[0] as u32, q[1] as u32, 0x0040);
+    let hi = prmt(q[2] as u32, q[3] as u32, 0x0040);
+    let q = prmt(lo, hi, 0x5410);
     (q, q8_1_scale(d_inv))
 }
 

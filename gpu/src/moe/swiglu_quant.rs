@@ -1,17 +1,18 @@
 //! SwiGLU + q8_1 D4 quantization between the gate/up and the down products, fused, plus the
 //! two-kernel form it replaces (`moe_swiglu_f32`, then `moe_quantize_q8_1`).
 //!
-//! Grid: x = row (up to 2^31 - 1 rows). Block: 256 threads = 8 warps; warp w covers the D4
-//! blocks (128-value chunks) kc = w, w + 8, ... of the padded row, lane l the values
-//! `128 kc + 4 l .. + 4`: one CTA sweeps one row's gate and up contiguously. No shared memory.
+//! Grid: x = row (up to 2^31 - 1 rows). Block: W warps (`layout::quant_block_warps`: one per
+//! 128-value data chunk, at most 8); warp w covers the D4 blocks (128-value chunks) kc = w,
+//! w + W, ... of the padded row, lane l the values `128 kc + 4 l .. + 4`: one CTA sweeps one
+//! row's gate and up contiguously. No shared memory.
 //! Launchers: host/src/moe/swiglu_quant.rs.
 
 use crate::layout::{
-    BlockQ8_1Mmq, MMQ_BLOCK_VALUES, QUANT_VALUES_PER_THREAD, QUANT_WARPS, QuantizeParams,
-    SwigluParams, SwigluQuantParams, padded_k,
+    BlockQ8_1Mmq, MMQ_BLOCK_VALUES, QUANT_VALUES_PER_THREAD, QuantizeParams, SwigluParams,
+    SwigluQuantParams, padded_k,
 };
 use crate::moe::q8_1::{store_q8_1_x4, store_zero_x4};
-use crate::ptx::{ctaid_x, ld_nc_v4_f32, st_v4_f32, tid_x};
+use crate::ptx::{ctaid_x, ld_nc_v4_f32, ntid_x, st_v4_f32, tid_x};
 use crate::quant::{swiglu_den, swiglu_div};
 
 /// Loads gate and up values `k0 .. k0 + 4` of one row (`k0 + 4 <= ffn`).
@@ -69,6 +70,24 @@ fn chunk_k0(kc: u32) -> u32 {
 /// Buffers as described in `layout::SwigluQuantParams`; launched with the grid above.
 #[unsafe(no_mangle)]
 pub unsafe extern "ptx-kernel" fn moe_swiglu_quant(p: SwigluQuantParams) {
+    // One uniform branch, then a body with the layout fixed: the loads and the lane's value
+    // order are not selected per chunk.
+    // SAFETY: forwarded contract.
+    unsafe {
+        if p.interleaved != 0 {
+            swiglu_quant_rows::<true>(&p)
+        } else {
+            swiglu_quant_rows::<false>(&p)
+        }
+    }
+}
+
+/// The body of `moe_swiglu_quant` for one gate/up layout.
+///
+/// # Safety
+/// As `moe_swiglu_quant`.
+#[inline(always)]
+unsafe fn swiglu_quant_rows<const INTERLEAVED: bool>(p: &SwigluQuantParams) {
     let row = ctaid_x();
     if row >= p.n_rows {
         return;
@@ -85,13 +104,13 @@ pub unsafe extern "ptx-kernel" fn moe_swiglu_quant(p: SwigluQuantParams) {
         // blocks and row < n_rows <= n_cols.
         unsafe {
             if k0 < p.ffn {
-                let [g, u] = load_gate_up(r, p.ffn, k0, p.interleaved != 0);
+                let [g, u] = load_gate_up(r, p.ffn, k0, INTERLEAVED);
                 store_q8_1_x4(out, p.n_cols, row, k0, swiglu_x4(g, u));
             } else {
                 store_zero_x4(out, p.n_cols, row, k0);
             }
         }
-        kc += QUANT_WARPS as u32;
+        kc += ntid_x() / 32;
     }
 }
 
@@ -102,6 +121,22 @@ pub unsafe extern "ptx-kernel" fn moe_swiglu_quant(p: SwigluQuantParams) {
 /// Buffers as described in `layout::SwigluParams`.
 #[unsafe(no_mangle)]
 pub unsafe extern "ptx-kernel" fn moe_swiglu_f32(p: SwigluParams) {
+    // SAFETY: forwarded contract.
+    unsafe {
+        if p.interleaved != 0 {
+            swiglu_f32_rows::<true>(&p)
+        } else {
+            swiglu_f32_rows::<false>(&p)
+        }
+    }
+}
+
+/// The body of `moe_swiglu_f32` for one gate/up layout.
+///
+/// # Safety
+/// As `moe_swiglu_f32`.
+#[inline(always)]
+unsafe fn swiglu_f32_rows<const INTERLEAVED: bool>(p: &SwigluParams) {
     let row = ctaid_x();
     if row >= p.n_rows {
         return;
@@ -113,11 +148,11 @@ pub unsafe extern "ptx-kernel" fn moe_swiglu_f32(p: SwigluParams) {
         let k0 = chunk_k0(kc);
         // SAFETY: k0 + 4 <= ffn; h has n_rows * ffn f32 (ffn a multiple of 128).
         unsafe {
-            let [g, u] = load_gate_up(r, p.ffn, k0, p.interleaved != 0);
+            let [g, u] = load_gate_up(r, p.ffn, k0, INTERLEAVED);
             let out = (p.h as *mut f32).add(row as usize * p.ffn as usize + k0 as usize);
             st_v4_f32(out, swiglu_x4(g, u));
         }
-        kc += QUANT_WARPS as u32;
+        kc += ntid_x() / 32;
     }
 }
 
@@ -154,6 +189,6 @@ pub unsafe extern "ptx-kernel" fn moe_quantize_q8_1(p: QuantizeParams) {
                 store_zero_x4(out, p.n_cols, row, k0);
             }
         }
-        kc += QUANT_WARPS as u32;
+        kc += ntid_x() / 32;
     }
 }

@@ -3,8 +3,8 @@
 
 use cudarc::driver::{CudaSlice, LaunchConfig, PushKernelArg};
 use gpu::layout::{
-    ActLayout, BlockQ8_1Mmq, MMQ_BLOCK_VALUES, QUANT_BLOCK_THREADS, QuantizeParams, SwigluParams,
-    SwigluQuantParams, act_layout_of_ggml_type, padded_k,
+    ActLayout, BlockQ8_1Mmq, MMQ_BLOCK_VALUES, QuantizeParams, SwigluParams, SwigluQuantParams,
+    act_layout_of_ggml_type, padded_k, quant_block_warps,
 };
 
 use crate::device::{Gpu, KArg, dptr};
@@ -141,7 +141,7 @@ impl SwigluQuantPlan {
         }
         let config = (s.n_rows > 0).then_some(LaunchConfig {
             grid_dim: (s.n_rows as u32, 1, 1),
-            block_dim: (QUANT_BLOCK_THREADS as u32, 1, 1),
+            block_dim: (32 * quant_block_warps(s.ffn) as u32, 1, 1),
             shared_mem_bytes: 0,
         });
         Ok(SwigluQuantPlan { shape: *s, config })
@@ -266,6 +266,12 @@ mod tests {
         let ok = SwigluQuantShape::dense(37, 640, false);
         let p = SwigluQuantPlan::new(&ok, 42).unwrap();
         assert_eq!(p.config.unwrap().grid_dim, (37, 1, 1));
+        // One warp per 128-value data chunk, at most 8: 5 for n_ff 640.
+        assert_eq!(p.config.unwrap().block_dim, (160, 1, 1));
+        for (ffn, threads) in [(128, 32), (1024, 256), (2048, 256)] {
+            let p = SwigluQuantPlan::new(&SwigluQuantShape::dense(3, ffn, true), 42).unwrap();
+            assert_eq!(p.config.unwrap().block_dim.0, threads, "{ffn}");
+        }
         assert_eq!(ok.out_blocks(), 8 * 37);
         assert!(
             SwigluQuantPlan::new(&SwigluQuantShape::dense(0, 640, false), 42)
