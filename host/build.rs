@@ -23,6 +23,7 @@ fn main() {
             crate_dir: gpu.clone(),
             arch: arch.to_string(),
             out_dir: nested.clone(),
+            max_registers: gpu::layout::MAX_REGISTERS,
         };
         match builder::build_ptx(&opts) {
             Ok(ptx) => {

@@ -27,6 +27,9 @@ pub struct Options {
     pub arch: String,
     /// Where the nested build keeps its target directory and where the .ptx is written.
     pub out_dir: PathBuf,
+    /// Register caps: (kernel, registers per thread), written into the PTX as `.maxnreg`
+    /// (rustc has no launch-bounds attribute). Every kernel named must be in the module.
+    pub max_registers: &'static [(&'static str, u32)],
 }
 
 /// Why a PTX build failed; `Display` says what to do.
@@ -51,6 +54,11 @@ pub enum BuildError {
     UndefinedCall {
         arch: String,
         names: Vec<String>,
+    },
+    /// A kernel named in `Options::max_registers` is not in the PTX.
+    MissingEntry {
+        arch: String,
+        name: String,
     },
     Io(std::io::Error),
 }
@@ -90,6 +98,11 @@ impl fmt::Display for BuildError {
                 f,
                 "the {arch} PTX calls functions it does not define: {names:?}; the module would \
                  not load. Make them #[inline(always)], or avoid the core function that needs them"
+            ),
+            BuildError::MissingEntry { arch, name } => write!(
+                f,
+                "the {arch} PTX has no kernel `{name}`, which has a register cap \
+                 (gpu::layout::MAX_REGISTERS); rename or remove the entry there"
             ),
             BuildError::Io(e) => write!(f, "i/o error during the PTX build: {e}"),
         }
@@ -214,6 +227,11 @@ pub fn build_ptx(opts: &Options) -> Result<PathBuf, BuildError> {
             names,
         });
     }
+    let ptx =
+        with_max_registers(&ptx, opts.max_registers).map_err(|name| BuildError::MissingEntry {
+            arch: opts.arch.clone(),
+            name,
+        })?;
     let out = opts.out_dir.join(format!("gpu_{}.ptx", opts.arch));
     std::fs::write(&out, ptx)?;
     Ok(out)
@@ -302,6 +320,22 @@ fn func_name<'a>(
         .collect()
 }
 
+/// `ptx` with a `.maxnreg N` performance directive [11.4] added to each kernel of `caps`, between
+/// its parameter list and its body. Err(name) when a kernel of `caps` is not in `ptx`.
+pub fn with_max_registers(ptx: &str, caps: &[(&str, u32)]) -> Result<String, String> {
+    let mut out = ptx.to_string();
+    for &(name, regs) in caps {
+        let head = format!(".entry {name}(");
+        let at = out.find(&head).ok_or_else(|| name.to_string())?;
+        let body = out[at..]
+            .find("\n{")
+            .map(|i| at + i)
+            .ok_or_else(|| name.to_string())?;
+        out.insert_str(body, &format!("\n.maxnreg {regs}"));
+    }
+    Ok(out)
+}
+
 /// The workspace-level directory for nested PTX builds: `$CARGO_TARGET_DIR/ptx` or
 /// `<workspace>/target/ptx`, shared by debug and release builds of the host.
 pub fn default_out_dir(workspace_root: &Path) -> PathBuf {
@@ -339,6 +373,19 @@ call.uni missing, (param0);
             vec!["ext_fn".to_string(), "missing".to_string()]
         );
         assert!(undefined_calls(".visible .entry k()\n{\nret;\n}\n").is_empty());
+    }
+
+    #[test]
+    fn register_caps_go_before_the_body() {
+        let ptx =
+            ".visible .entry a(\n.param .u64 p\n)\n{\nret;\n}\n.visible .entry b(\n)\n{\nret;\n}\n";
+        let got = with_max_registers(ptx, &[("b", 40)]).unwrap();
+        assert_eq!(
+            got,
+            ".visible .entry a(\n.param .u64 p\n)\n{\nret;\n}\n.visible .entry b(\n)\n.maxnreg 40\n{\nret;\n}\n"
+        );
+        assert_eq!(with_max_registers(ptx, &[("c", 40)]), Err("c".to_string()));
+        assert_eq!(with_max_registers(ptx, &[]).unwrap(), ptx);
     }
 
     #[test]

@@ -37,6 +37,11 @@ pub const fn quant_block_warps(k: usize) -> usize {
         chunks
     }
 }
+/// Register caps the builder writes into the PTX (`.maxnreg`), as rustc has no launch bounds.
+/// `moe_swiglu_quant`: ptxas takes 42 registers, so 8 blocks of 160 threads fit on an SM; at 40
+/// (no spill) 10 fit, and the kernel ran 4 % faster on the H200 (BENCHMARKS.md). At 32 it
+/// spills and runs 40 % slower.
+pub const MAX_REGISTERS: &[(&str, u32)] = &[("moe_swiglu_quant", 40)];
 /// Values one thread loads and quantizes per chunk.
 pub const QUANT_VALUES_PER_THREAD: usize = 4;
 

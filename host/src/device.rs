@@ -134,6 +134,9 @@ pub fn driver_present() -> bool {
     unsafe { cudarc::driver::sys::is_culib_present() }
 }
 
+/// Environment variable naming a PTX file to load instead of the embedded module.
+pub const PTX_OVERRIDE_VAR: &str = "MOE_PTX_FILE";
+
 impl Gpu {
     /// Opens device 0: `Error::NoGpu` when there is no driver or no device.
     pub fn open() -> Result<Gpu> {
@@ -181,6 +184,23 @@ impl Gpu {
                 ptx::MODULES[0].0
             ))
         })?;
+        // A PTX file in place of the embedded module, for kernel experiments on a machine
+        // without Rust: every kernel the host expects must be in it.
+        let replaced;
+        let src = match std::env::var_os(PTX_OVERRIDE_VAR) {
+            Some(path) => {
+                replaced = std::fs::read_to_string(&path).map_err(|source| Error::Io {
+                    path: path.clone().into(),
+                    source,
+                })?;
+                eprintln!(
+                    "note: PTX module from {PTX_OVERRIDE_VAR}={}, not the built-in sm_{ptx_arch}",
+                    path.to_string_lossy()
+                );
+                replaced.as_str()
+            }
+            None => src,
+        };
         let module = ctx.load_module(src.into()).op("cuModuleLoadData (PTX)")?;
         let kernels = Kernels::load(&module)?;
         let info = DeviceInfo {

@@ -52,3 +52,18 @@ fn the_probe_that_emulates_ggml_does_use_fast_math() {
     let body = kernel_body(MODULES[2].1, "probe_ggml_q8_1").expect("present");
     assert!(body.contains("rcp.approx.ftz.f32"));
 }
+
+#[test]
+fn register_caps_are_in_every_module() {
+    assert!(!gpu::layout::MAX_REGISTERS.is_empty());
+    for (arch, ptx) in MODULES {
+        for &(name, regs) in gpu::layout::MAX_REGISTERS {
+            let body = kernel_body(ptx, name).expect("present");
+            let head = &body[..body.find("\n{").expect("a body")];
+            assert!(
+                head.ends_with(&format!("\n.maxnreg {regs}")),
+                "sm_{arch} {name}: no .maxnreg {regs} before the body"
+            );
+        }
+    }
+}
