@@ -17,9 +17,10 @@ pub const MMQ_BLOCK_VALUES: usize = 128;
 /// ggml's `MATRIX_ROW_PADDING`: activation rows are quantized to a multiple of this many values,
 /// the tail being zeros (q = 0, d = 0).
 pub const ROW_PADDING: usize = 512;
-/// Threads of one `swiglu_quant` / `quantize` / `scatter_quantize` CUDA block: one block per
-/// row, 8 warps; warp w handles the 128-value chunks w, w + 8, ... of the padded row, lane l
-/// the 4 values `4 l ..` of a chunk (so a row is read in one contiguous sweep).
+/// Threads of one `scatter_quantize` CUDA block (and the most a `swiglu_quant` / `quantize`
+/// block has, see [`quant_block_warps`]): one block per row, 8 warps; warp w handles the
+/// 128-value chunks w, w + 8, ... of the padded row, lane l the 4 values `4 l ..` of a chunk (so
+/// a row is read in one contiguous sweep).
 pub const QUANT_BLOCK_THREADS: usize = 256;
 /// Warps of such a block.
 pub const QUANT_WARPS: usize = QUANT_BLOCK_THREADS / 32;

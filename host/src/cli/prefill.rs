@@ -307,15 +307,8 @@ fn print_table(
         .collect();
     let (h, ff) = (s.hidden as f64, s.ffn as f64);
     let act = |k: usize| (padded_k(k) / MMQ_BLOCK_VALUES * 144) as f64;
-    // The route stage reads the logits only when moe_route runs; a given routing was uploaded
-    // before the timed runs and the stage is empty (two adjacent events).
-    let route_bytes = if routed_on_gpu {
-        t as f64 * s.n_experts as f64 * 4.0
-    } else {
-        0.0
-    };
     let work: [(f64, &str); 7] = [
-        (route_bytes, "GB/s"),
+        (t as f64 * s.n_experts as f64 * 4.0, "GB/s"),
         (t as f64 * h * 4.0 + rows * act(s.hidden), "GB/s"),
         (0.0, ""),
         (2.0 * rows * 2.0 * ff * h, "TOPS"),
@@ -352,6 +345,8 @@ fn print_table(
         } else {
             String::new()
         };
+        // The route stage reads the logits only when moe_route runs; a given routing was
+        // uploaded before the timed runs and the stage is empty (two adjacent events).
         let rate = if i == 0 && !routed_on_gpu {
             "(given, uploaded before timing)".to_string()
         } else {
