@@ -1,13 +1,16 @@
 //! Benches, named `<stage>/<path>/<shape>`. GPU time by CUDA events (`benches::time_iters`).
 //! After criterion's own report, a summary prints each median with its distance from the
-//! ceiling (copy bandwidth measured here; int8 rates from ../shared/docs/h200-ceilings.md).
+//! ceiling (copy bandwidth measured here; int8 rates from docs/h200-ceilings.md).
 
 use criterion::{Criterion, Throughput};
 use gpu::layout::WType;
 use host::device::Gpu;
-use host::moe::prefill::{DeviceLayer, Prefill, RoutingInput, STAGES};
-use host::moe::shape::MoeShape;
-use host::moe::swiglu_quant::{SwigluQuantPlan, SwigluQuantShape};
+use host::moe::layer::DeviceLayer;
+use host::moe::path::{self as paths, ExpertPath};
+use host::moe::prefill::{Prefill, RoutingInput};
+use host::moe::swiglu_quant::SwigluQuantPlan;
+use host::problem::MoeShape;
+use host::problem::SwigluQuantShape;
 use host::synth::{self, Popularity, SyntheticLayer};
 use host::timing::copy_bandwidth;
 
@@ -36,17 +39,21 @@ fn pop_name(p: Popularity) -> String {
     }
 }
 
-fn layer_id(g: WType, d: WType, pop: Popularity, t: usize) -> String {
+/// The expert paths benched (those built).
+const PATHS: [ExpertPath; 2] = [ExpertPath::Mmq, ExpertPath::Fused];
+
+fn layer_id(path: ExpertPath, g: WType, d: WType, pop: Popularity, t: usize) -> String {
     format!(
-        "prefill/mmq/{}-{}/{}/T={t}",
+        "prefill/{}/{}-{}/{}/T={t}",
+        path.name(),
         g.name(),
         d.name(),
         pop_name(pop)
     )
 }
 
-/// The whole layer (route given, scatter, tiles, gate/up, swiglu_quant, down, combine) per pair,
-/// token count and routing; stage times come from the events of the same runs.
+/// The whole layer (route given, scatter, tiles, the expert path's stages, combine) per path,
+/// pair, token count and routing; stage times come from the events of the same runs.
 fn prefill(c: &mut Criterion, gpu: &Gpu) {
     let mut g = c.benchmark_group("prefill");
     for (pi, &(gt, dt)) in PAIRS.iter().enumerate() {
@@ -57,41 +64,46 @@ fn prefill(c: &mut Criterion, gpu: &Gpu) {
         };
         let layer = SyntheticLayer::new(s, false, 1).expect("layer");
         let dev = DeviceLayer::upload(gpu, &layer.weights(), &s).expect("upload");
-        let mut pf = Prefill::new(gpu, &s, 16384).expect("pipeline");
-        let pops: &[Popularity] = if pi == 0 {
-            &[
-                Popularity::Uniform,
-                Popularity::Skewed { sigma: 0.5 },
-                Popularity::Skewed { sigma: 1.0 },
-            ]
-        } else {
-            &[Popularity::Uniform]
-        };
-        for &pop in pops {
-            for t in TOKENS {
-                let r = synth::routing(t, s.n_experts, s.top_k, pop, 7 ^ t as u64);
-                let x = gpu
-                    .upload(&host::synth::normal_f32(t as u64, t * s.hidden, 1.0))
-                    .expect("upload");
-                let id = layer_id(gt, dt, pop, t);
-                pf.upload_routing(gpu, &r).expect("routing");
-                g.throughput(Throughput::Elements(s.ops(t)));
-                g.bench_function(id.trim_start_matches("prefill/"), |b| {
-                    b.iter_custom(|n| {
-                        let mut total = 0.0;
-                        for _ in 0..n {
-                            let st = pf
-                                .run(gpu, &dev, &x, t, RoutingInput::Uploaded)
-                                .expect("prefill");
-                            total += st.total;
-                            benches::record(&id, st.total);
-                            for (name, v) in STAGES.iter().zip(st.as_array()) {
-                                benches::record(&format!("{id}/{name}"), v);
+        for path in PATHS {
+            if paths::eligible(path, &s, &gpu.limits()).is_err() {
+                continue;
+            }
+            let mut pf = Prefill::new(gpu, &s, 16384, path).expect("pipeline");
+            let pops: &[Popularity] = if pi == 0 {
+                &[
+                    Popularity::Uniform,
+                    Popularity::Skewed { sigma: 0.5 },
+                    Popularity::Skewed { sigma: 1.0 },
+                ]
+            } else {
+                &[Popularity::Uniform]
+            };
+            for &pop in pops {
+                for t in TOKENS {
+                    let r = synth::routing(t, s.n_experts, s.top_k, pop, 7 ^ t as u64);
+                    let x = gpu
+                        .upload(&host::synth::normal_f32(t as u64, t * s.hidden, 1.0))
+                        .expect("upload");
+                    let id = layer_id(path, gt, dt, pop, t);
+                    pf.upload_routing(gpu, &r).expect("routing");
+                    g.throughput(Throughput::Elements(s.ops(t)));
+                    g.bench_function(id.trim_start_matches("prefill/"), |b| {
+                        b.iter_custom(|n| {
+                            let mut total = 0.0;
+                            for _ in 0..n {
+                                let st = pf
+                                    .run(gpu, &dev, &x, t, RoutingInput::Uploaded)
+                                    .expect("prefill");
+                                total += st.total;
+                                benches::record(&id, st.total);
+                                for (name, v) in st.names.iter().zip(&st.ms) {
+                                    benches::record(&format!("{id}/{name}"), *v);
+                                }
                             }
-                        }
-                        std::time::Duration::from_secs_f64(total * 1e-3)
-                    })
-                });
+                            std::time::Duration::from_secs_f64(total * 1e-3)
+                        })
+                    });
+                }
             }
         }
     }
@@ -100,59 +112,64 @@ fn prefill(c: &mut Criterion, gpu: &Gpu) {
 
 fn prefill_summary(copy_gbs: f64) {
     println!(
-        "\nprefill summary (per-group MMQ path; medians in ms; llama.cpp figures from issue 4):"
+        "\nprefill summary (medians in ms; llama.cpp figures measured side by side on the H200):"
     );
     println!(
-        "{:<42} {:>8} {:>17} {:>6} {:>9} {:>8}  stage shares: {}",
-        "layer",
-        "median",
-        "spread",
-        "TOPS",
-        "llama.cpp",
-        "speedup",
-        STAGES.join(" / ")
+        "{:<48} {:>8} {:>17} {:>6} {:>9} {:>8}  stage shares",
+        "layer", "median", "spread", "TOPS", "llama.cpp", "speedup",
     );
-    for (pi, &(gt, dt)) in PAIRS.iter().enumerate() {
-        let s = MoeShape {
-            gate_up_type: gt,
-            down_type: dt,
-            ..MoeShape::REFERENCE
-        };
-        for pop in [
-            Popularity::Uniform,
-            Popularity::Skewed { sigma: 0.5 },
-            Popularity::Skewed { sigma: 1.0 },
-        ] {
-            for (ti, t) in TOKENS.into_iter().enumerate() {
-                let id = layer_id(gt, dt, pop, t);
-                let Some(st) = benches::stats(&id) else {
-                    continue;
-                };
-                let shares: Vec<String> = STAGES
-                    .iter()
-                    .map(|n| {
-                        benches::stats(&format!("{id}/{n}")).map_or(String::new(), |x| {
-                            format!("{:.0}%", 100.0 * x.median / st.median)
+    const STAGE_NAMES: [&str; 8] = [
+        "route",
+        "scatter",
+        "tiles (host)",
+        "gate_up",
+        "swiglu_quant",
+        "down",
+        "experts (fused)",
+        "combine",
+    ];
+    for path in PATHS {
+        for (pi, &(gt, dt)) in PAIRS.iter().enumerate() {
+            let s = MoeShape {
+                gate_up_type: gt,
+                down_type: dt,
+                ..MoeShape::REFERENCE
+            };
+            for pop in [
+                Popularity::Uniform,
+                Popularity::Skewed { sigma: 0.5 },
+                Popularity::Skewed { sigma: 1.0 },
+            ] {
+                for (ti, t) in TOKENS.into_iter().enumerate() {
+                    let id = layer_id(path, gt, dt, pop, t);
+                    let Some(st) = benches::stats(&id) else {
+                        continue;
+                    };
+                    let shares: Vec<String> = STAGE_NAMES
+                        .iter()
+                        .filter_map(|n| {
+                            benches::stats(&format!("{id}/{n}"))
+                                .map(|x| format!("{n} {:.0}%", 100.0 * x.median / st.median))
                         })
-                    })
-                    .collect();
-                let (llama, speed) = if pop == Popularity::Uniform {
-                    let l = LLAMA_CPP[pi][ti];
-                    (format!("{l:.2}"), format!("{:.2}x", l / st.median))
-                } else {
-                    (String::new(), String::new())
-                };
-                println!(
-                    "{:<42} {:>8.3} {:>8.3}-{:<8.3} {:>6.0} {:>9} {:>8}  {}",
-                    id.trim_start_matches("prefill/mmq/"),
-                    st.median,
-                    st.min,
-                    st.max,
-                    s.ops(t) as f64 / (st.median * 1e-3) / 1e12,
-                    llama,
-                    speed,
-                    shares.join(" / ")
-                );
+                        .collect();
+                    let (llama, speed) = if pop == Popularity::Uniform {
+                        let l = LLAMA_CPP[pi][ti];
+                        (format!("{l:.2}"), format!("{:.2}x", l / st.median))
+                    } else {
+                        (String::new(), String::new())
+                    };
+                    println!(
+                        "{:<42} {:>8.3} {:>8.3}-{:<8.3} {:>6.0} {:>9} {:>8}  {}",
+                        id.trim_start_matches("prefill/"),
+                        st.median,
+                        st.min,
+                        st.max,
+                        s.ops(t) as f64 / (st.median * 1e-3) / 1e12,
+                        llama,
+                        speed,
+                        shares.join(" / ")
+                    );
+                }
             }
         }
     }
@@ -179,7 +196,7 @@ fn swiglu_quant(c: &mut Criterion, gpu: &Gpu) {
             .upload(&host::synth::normal_f32(rows as u64, s.gu_len(), 3.0))
             .expect("upload");
         let mut out = gpu
-            .alloc_filled::<u8>(s.out_blocks() * 144, 0)
+            .alloc_filled::<u8>(s.out_blocks() * gpu::layout::Q8_1_MMQ_BYTES, 0)
             .expect("alloc");
         let mut h = gpu.alloc_filled::<f32>(plan.h_len(), 0).expect("alloc");
         g.throughput(Throughput::Bytes(s.fused_bytes()));

@@ -15,6 +15,30 @@ use crate::tables::{
     IQ2S_GRID, IQ2XS_GRID, IQ2XXS_GRID, IQ3S_GRID, IQ3XXS_GRID, KSIGNS_IQ2XS, KVALUES_IQ4NL,
 };
 
+/// THE list of weight formats: one row per type, as ggml's `mmq_type_traits` table - the
+/// `WType` variant, its block struct (`gpu::layout`), and the names of its kernels: the MMQ
+/// gate/up and down products (gpu/src/moe/mmq.rs) and the fused expert kernel with this type as
+/// gate/up (gpu/src/moe/fused/). The kernels are stamped from it, and so are the host's kernel
+/// table and its per-format dispatch (host/src/device.rs), whose exhaustive `match` on `WType`
+/// stops the build when a type has no row.
+///
+/// `for_each_format!(m)` expands to `m! { (Variant, Block, gate_up_mmq, down_mmq, fused), ... }`.
+#[macro_export]
+macro_rules! for_each_format {
+    ($m:ident) => {
+        $m! {
+            (Q8_0, BlockQ8_0, moe_gate_up_q8_0_mmq, moe_down_q8_0_mmq, moe_experts_q8_0_fused),
+            (Q2_0, BlockQ2_0, moe_gate_up_q2_0_mmq, moe_down_q2_0_mmq, moe_experts_q2_0_fused),
+            (Iq4Nl, BlockIq4Nl, moe_gate_up_iq4_nl_mmq, moe_down_iq4_nl_mmq, moe_experts_iq4_nl_fused),
+            (Iq2Xxs, BlockIq2Xxs, moe_gate_up_iq2_xxs_mmq, moe_down_iq2_xxs_mmq, moe_experts_iq2_xxs_fused),
+            (Iq2Xs, BlockIq2Xs, moe_gate_up_iq2_xs_mmq, moe_down_iq2_xs_mmq, moe_experts_iq2_xs_fused),
+            (Iq2S, BlockIq2S, moe_gate_up_iq2_s_mmq, moe_down_iq2_s_mmq, moe_experts_iq2_s_fused),
+            (Iq3Xxs, BlockIq3Xxs, moe_gate_up_iq3_xxs_mmq, moe_down_iq3_xxs_mmq, moe_experts_iq3_xxs_fused),
+            (Iq3S, BlockIq3S, moe_gate_up_iq3_s_mmq, moe_down_iq3_s_mmq, moe_experts_iq3_s_fused),
+        }
+    };
+}
+
 /// A weight block of one of the eight formats.
 pub trait WeightBlock: Copy {
     const WTYPE: WType;

@@ -160,6 +160,8 @@ host_pod!(
 );
 
 const _: () = assert!(size_of::<BlockQ8_1Mmq>() == 144);
+/// Bytes of one [`BlockQ8_1Mmq`] (128 values): the unit of every q8_1 activation buffer.
+pub const Q8_1_MMQ_BYTES: usize = size_of::<BlockQ8_1Mmq>();
 const _: () = assert!(size_of::<BlockQ8_0>() == 34);
 const _: () = assert!(size_of::<BlockQ2_0>() == 18);
 const _: () = assert!(size_of::<BlockIq4Nl>() == 18);
@@ -445,6 +447,14 @@ pub struct RouteParams {
 
 /// Tokens per chunk of the scatter kernels (one CTA of `moe_scatter_count` each).
 pub const SCATTER_CHUNK: usize = 256;
+/// Threads of a `moe_scatter_count` CTA: one per token of its chunk.
+pub const SCATTER_COUNT_THREADS: usize = SCATTER_CHUNK;
+/// Threads of the single `moe_scatter_offsets` CTA (prefix sums over experts x chunks).
+pub const SCATTER_OFFSETS_THREADS: usize = 1024;
+/// Threads of a `moe_scatter_place` CTA: one warp walks its chunk's tokens in order.
+pub const SCATTER_PLACE_THREADS: usize = 32;
+/// Output values (threads) of one `moe_combine` CTA along the hidden size.
+pub const COMBINE_THREADS: usize = 256;
 /// Largest expert count the scatter and route kernels support.
 pub const MAX_EXPERTS: usize = 2048;
 
@@ -505,3 +515,120 @@ const _: () = assert!(size_of::<RouteParams>() == 48);
 const _: () = assert!(size_of::<ScatterParams>() == 80);
 const _: () = assert!(size_of::<CombineParams>() == 40);
 const _: () = assert!(MMQ_SMEM_BYTES <= 48 * 1024);
+
+/// Weight rows of a fused-path pass (one `mma` tile of the CTA): 128, the warps 2 along the
+/// rows (64 each) x 4 along the columns.
+pub const FUSED_ROWS: usize = 128;
+/// Activation rows (columns) of one fused-path CTA: one 8-column `mma` tile per warp column.
+pub const FUSED_COLS: usize = 32;
+/// Threads of a fused-path CTA: 8 warps.
+pub const FUSED_THREADS: usize = 256;
+/// Gate (and up) features of one gate/up pass: the pass's 128 tile rows hold 64 gate rows and
+/// the 64 up rows of the same features, interleaved by 8 (see gpu/src/moe/fused/mod.rs).
+pub const FUSED_FFN_PASS: usize = FUSED_ROWS / 2;
+/// The fewest and most raw-weight stages of the fused path's copy pipeline (one stage: each
+/// stage is copied, waited for and used in turn - the form for GPUs without `cp.async`).
+pub const FUSED_MIN_STAGES: usize = 1;
+pub const FUSED_MAX_STAGES: usize = 8;
+
+/// 128-value K steps per raw stage of weight type `w`: 2 for 256-value blocks (a stage holds
+/// whole blocks), else 1.
+pub const fn fused_sub_steps(w: WType) -> usize {
+    if w.block_values() > MMQ_KSTEP {
+        w.block_values() / MMQ_KSTEP
+    } else {
+        1
+    }
+}
+
+/// Bytes of one weight row's raw stage (whole blocks of `fused_sub_steps(w) * 128` values).
+pub const fn fused_stage_row_bytes(w: WType) -> usize {
+    fused_sub_steps(w) * MMQ_KSTEP / w.block_values() * w.block_bytes()
+}
+
+/// Shared-memory bytes for one weight row of a raw stage: the 16-byte aligned window around the
+/// row's bytes (they start anywhere 2-byte aligned), so the copies are 16-byte `cp.async`.
+pub const fn fused_slot_bytes(w: WType) -> usize {
+    (fused_stage_row_bytes(w) + 15).div_ceil(16) * 16
+}
+
+/// The shared-memory layout of a fused-path CTA for gate/up type `g`, down type `d`, FFN width
+/// `ffn` and `stages` raw stages (byte offsets from the dynamic shared memory's start):
+/// `stages` x [weights `FUSED_ROWS` x slot][activations `sub(g)` x `FUSED_COLS` x 144], the
+/// decoded int8 weight tile `[FUSED_ROWS][144]`, its scales `[FUSED_ROWS][8] f32`, and H, the
+/// q8_1 SwiGLU output `[ffn / 128][FUSED_COLS]` D4 blocks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FusedSmem {
+    pub slot: usize,
+    pub stage_bytes: usize,
+    /// Offset of a stage's activation part.
+    pub stage_acts: usize,
+    pub tile: usize,
+    pub scales: usize,
+    pub h: usize,
+    pub total: usize,
+}
+
+impl FusedSmem {
+    pub const fn new(g: WType, d: WType, ffn: usize, stages: usize) -> FusedSmem {
+        let sg = fused_slot_bytes(g);
+        let sd = fused_slot_bytes(d);
+        let slot = if sg > sd { sg } else { sd };
+        let stage_acts = FUSED_ROWS * slot;
+        let stage_bytes = stage_acts + fused_sub_steps(g) * FUSED_COLS * Q8_1_MMQ_BYTES;
+        let tile = stages * stage_bytes;
+        let scales = tile + FUSED_ROWS * MMQ_SMEM_ROW;
+        let h = scales + FUSED_ROWS * 8 * 4;
+        let total = h + ffn / MMQ_BLOCK_VALUES * FUSED_COLS * Q8_1_MMQ_BYTES;
+        FusedSmem {
+            slot,
+            stage_bytes,
+            stage_acts,
+            tile,
+            scales,
+            h,
+            total,
+        }
+    }
+}
+
+/// Parameters of the fused expert kernels `moe_experts_<gate_up>_fused`: per CTA one
+/// [`MmqTile`] (expert, up to `FUSED_COLS` compact rows), gate/up product -> SwiGLU -> q8_1 H
+/// in shared memory -> down product, each row's result to `dm[row_dst[c]][..hidden]`.
+///
+/// Gate row j of expert e: `gate + e * gu_expert_bytes + j * gu_row_bytes`; up row j: the same
+/// from `up` (for a merged gate_up tensor, `up = gate + ffn * gu_row_bytes`). Down row n:
+/// `down + e * down_expert_bytes + n * down_row_bytes`. Activations `x`: D4 blocks
+/// `[hidden / 128][n_cols_x]`. Every weight buffer is readable 16 bytes past its end.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(C)]
+pub struct FusedParams {
+    pub gate: u64,
+    pub up: u64,
+    pub gu_expert_bytes: u64,
+    pub down: u64,
+    pub down_expert_bytes: u64,
+    /// `*const BlockQ8_1Mmq`
+    pub x: u64,
+    /// `*const MmqTile`, one per CTA
+    pub tiles: u64,
+    /// `*mut f32` `[n_tokens * top_k][hidden]`
+    pub dm: u64,
+    /// `*const u32` `[n_rows]`: compact row -> token * top_k + slot
+    pub row_dst: u64,
+    pub gu_row_bytes: u32,
+    pub down_row_bytes: u32,
+    /// A multiple of 128 (and of 256 for 256-value gate/up blocks).
+    pub hidden: u32,
+    /// A multiple of 128.
+    pub ffn: u32,
+    pub n_cols_x: u32,
+    /// Raw stages of the copy pipeline (`FUSED_MIN_STAGES ..= FUSED_MAX_STAGES`).
+    pub stages: u32,
+    /// ggml type id of the down tensor: Q2_0, IQ4_NL or Q8_0.
+    pub down_type: u32,
+    pub _pad: u32,
+}
+
+host_pod!(FusedParams);
+const _: () = assert!(size_of::<FusedParams>() == 104);

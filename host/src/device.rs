@@ -4,7 +4,10 @@
 use std::sync::Arc;
 
 use cudarc::driver::sys::CUdevice_attribute as Attr;
-use cudarc::driver::{CudaContext, CudaFunction, CudaSlice, CudaStream, DevicePtr, DeviceRepr};
+use cudarc::driver::{
+    CudaContext, CudaFunction, CudaModule, CudaSlice, CudaStream, DevicePtr, DeviceRepr,
+};
+use gpu::layout::WType;
 
 use crate::error::{DriverOp, Error, Result};
 use crate::ptx;
@@ -18,6 +21,7 @@ pub struct DeviceInfo {
     pub sm_count: u32,
     /// Largest dynamic shared memory one block may opt into, bytes.
     pub max_smem_optin: u32,
+    pub smem_per_sm: u32,
     pub l2_bytes: u32,
     /// The PTX target loaded (e.g. 80 for sm_80).
     pub ptx_arch: u32,
@@ -31,6 +35,8 @@ pub struct DeviceLimits {
     pub cc: u32,
     pub sm_count: u32,
     pub max_smem_optin: u32,
+    /// Shared memory of one SM, bytes (what co-resident CTAs share).
+    pub smem_per_sm: u32,
 }
 
 impl Default for DeviceLimits {
@@ -39,23 +45,36 @@ impl Default for DeviceLimits {
             cc: 90,
             sm_count: 132,
             max_smem_optin: 227 * 1024,
+            smem_per_sm: 228 * 1024,
         }
     }
 }
 
 macro_rules! kernels {
     ($($name:ident),* $(,)?) => {
-        /// Every kernel of the module, resolved at startup.
-        pub struct Kernels { $(pub $name: CudaFunction,)* }
-        /// Names of all kernels the host expects in the PTX (tests/tests/ptx.rs checks them).
-        pub const KERNEL_NAMES: &[&str] = &[$(stringify!($name)),*];
+        /// Every kernel of the module, resolved at startup: the shared stages by name, the
+        /// per-format kernels in `formats` (from gpu's format list).
+        pub struct Kernels {
+            $(pub $name: CudaFunction,)*
+            formats: Vec<FormatKernels>,
+        }
+        /// Names of the kernels not tied to a weight format.
+        const COMMON_KERNEL_NAMES: &[&str] = &[$(stringify!($name)),*];
         impl Kernels {
-            fn load(module: &Arc<cudarc::driver::CudaModule>) -> Result<Self> {
-                Ok(Kernels { $($name: module.load_function(stringify!($name))
-                    .map_err(|_| Error::MissingKernel(stringify!($name)))?,)* })
+            fn load(module: &Arc<CudaModule>) -> Result<Self> {
+                Ok(Kernels {
+                    $($name: load(module, stringify!($name))?,)*
+                    formats: load_formats(module)?,
+                })
             }
         }
     };
+}
+
+fn load(module: &Arc<CudaModule>, name: &'static str) -> Result<CudaFunction> {
+    module
+        .load_function(name)
+        .map_err(|_| Error::MissingKernel(name))
 }
 
 kernels!(
@@ -67,56 +86,68 @@ kernels!(
     moe_scatter_offsets,
     moe_scatter_place,
     moe_scatter_quantize,
-    moe_gate_up_q8_0_mmq,
-    moe_gate_up_q2_0_mmq,
-    moe_gate_up_iq4_nl_mmq,
-    moe_gate_up_iq2_xxs_mmq,
-    moe_gate_up_iq2_xs_mmq,
-    moe_gate_up_iq2_s_mmq,
-    moe_gate_up_iq3_xxs_mmq,
-    moe_gate_up_iq3_s_mmq,
-    moe_down_q8_0_mmq,
-    moe_down_q2_0_mmq,
-    moe_down_iq4_nl_mmq,
-    moe_down_iq2_xxs_mmq,
-    moe_down_iq2_xs_mmq,
-    moe_down_iq2_s_mmq,
-    moe_down_iq3_xxs_mmq,
-    moe_down_iq3_s_mmq,
     moe_combine,
     probe_params_echo,
     probe_ggml_q8_1,
 );
 
-impl Kernels {
-    /// The MMQ gate/up kernel for weight type `w`.
-    pub fn gate_up_mmq(&self, w: gpu::layout::WType) -> &CudaFunction {
-        use gpu::layout::WType::*;
-        match w {
-            Q8_0 => &self.moe_gate_up_q8_0_mmq,
-            Q2_0 => &self.moe_gate_up_q2_0_mmq,
-            Iq4Nl => &self.moe_gate_up_iq4_nl_mmq,
-            Iq2Xxs => &self.moe_gate_up_iq2_xxs_mmq,
-            Iq2Xs => &self.moe_gate_up_iq2_xs_mmq,
-            Iq2S => &self.moe_gate_up_iq2_s_mmq,
-            Iq3Xxs => &self.moe_gate_up_iq3_xxs_mmq,
-            Iq3S => &self.moe_gate_up_iq3_s_mmq,
-        }
-    }
+/// The kernels of one weight format (a row of `gpu::for_each_format!`).
+pub struct FormatKernels {
+    pub wtype: WType,
+    /// `moe_gate_up_<wtype>_mmq`
+    pub gate_up_mmq: CudaFunction,
+    /// `moe_down_<wtype>_mmq`
+    pub down_mmq: CudaFunction,
+    /// `moe_experts_<wtype>_fused` (this type as gate/up; the down type is a parameter)
+    pub fused: CudaFunction,
+    /// The three names, in that order (for errors).
+    pub names: [&'static str; 3],
+}
 
-    /// The MMQ down kernel for weight type `w`.
-    pub fn down_mmq(&self, w: gpu::layout::WType) -> &CudaFunction {
-        use gpu::layout::WType::*;
-        match w {
-            Q8_0 => &self.moe_down_q8_0_mmq,
-            Q2_0 => &self.moe_down_q2_0_mmq,
-            Iq4Nl => &self.moe_down_iq4_nl_mmq,
-            Iq2Xxs => &self.moe_down_iq2_xxs_mmq,
-            Iq2Xs => &self.moe_down_iq2_xs_mmq,
-            Iq2S => &self.moe_down_iq2_s_mmq,
-            Iq3Xxs => &self.moe_down_iq3_xxs_mmq,
-            Iq3S => &self.moe_down_iq3_s_mmq,
+macro_rules! format_table {
+    ($(($w:ident, $b:ident, $gate_up:ident, $down:ident, $fused:ident)),* $(,)?) => {
+        /// Names of the per-format kernels, in list order.
+        const FORMAT_KERNEL_NAMES: &[&str] =
+            &[$(stringify!($gate_up), stringify!($down), stringify!($fused)),*];
+
+        /// The three kernel names of format `w` (exhaustive: a type without a row does not
+        /// compile).
+        pub const fn format_kernel_names(w: WType) -> [&'static str; 3] {
+            match w {
+                $(WType::$w => [stringify!($gate_up), stringify!($down), stringify!($fused)],)*
+            }
         }
+
+        fn load_formats(module: &Arc<CudaModule>) -> Result<Vec<FormatKernels>> {
+            Ok(vec![$(FormatKernels {
+                wtype: WType::$w,
+                gate_up_mmq: load(module, stringify!($gate_up))?,
+                down_mmq: load(module, stringify!($down))?,
+                fused: load(module, stringify!($fused))?,
+                names: format_kernel_names(WType::$w),
+            }),*])
+        }
+    };
+}
+
+gpu::for_each_format!(format_table);
+
+/// Names of every kernel the host expects in the PTX (tests/tests/ptx.rs checks them).
+pub fn kernel_names() -> Vec<&'static str> {
+    COMMON_KERNEL_NAMES
+        .iter()
+        .chain(FORMAT_KERNEL_NAMES)
+        .copied()
+        .collect()
+}
+
+impl Kernels {
+    /// The kernels of weight format `w`.
+    pub fn format(&self, w: WType) -> Result<&FormatKernels> {
+        self.formats
+            .iter()
+            .find(|f| f.wtype == w)
+            .ok_or(Error::MissingKernel(format_kernel_names(w)[0]))
     }
 }
 
@@ -209,6 +240,8 @@ impl Gpu {
             sm_count: attr(Attr::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)? as u32,
             max_smem_optin: attr(Attr::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN)?
                 as u32,
+            smem_per_sm: attr(Attr::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_MULTIPROCESSOR)?
+                as u32,
             l2_bytes: attr(Attr::CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE)? as u32,
             ptx_arch,
             driver_version: {
@@ -232,6 +265,7 @@ impl Gpu {
             cc: self.info.cc,
             sm_count: self.info.sm_count,
             max_smem_optin: self.info.max_smem_optin,
+            smem_per_sm: self.info.smem_per_sm,
         }
     }
 

@@ -1,6 +1,6 @@
 //! Synthetic inputs (deterministic from a seed, generated on all cores).
 
-use crate::reference::par_chunks_mut;
+use crate::par::par_chunks_mut;
 use crate::rng::Rng;
 
 /// `n` values ~ N(0, sigma^2) as f32.
@@ -20,7 +20,7 @@ use gpu::layout::WType;
 
 use crate::formats::random::{ScaleRange, fill_random_blocks};
 use crate::formats::{ExpertTensor, dequant_row};
-use crate::moe::shape::{GateUp, LayerWeights, MoeShape, Routing};
+use crate::problem::{GateUp, LayerWeights, MoeShape, Routing};
 
 /// RMS of the values of random blocks of `w` whose scale is exactly 1.
 fn unit_scale_rms(w: WType) -> f64 {

@@ -3,10 +3,12 @@
 
 use gpu::layout::WType;
 use host::gguf::GgufFile;
+use host::moe::layer::DeviceLayer;
 use host::moe::model::{file_layer, write_synthetic_model};
-use host::moe::prefill::{DeviceLayer, Prefill, RoutingInput};
+use host::moe::path::ExpertPath;
+use host::moe::prefill::{Prefill, RoutingInput};
 use host::moe::router;
-use host::moe::shape::{GateUp, MoeShape};
+use host::problem::{GateUp, MoeShape};
 use host::reference;
 use host::synth::SyntheticLayer;
 use tests::*;
@@ -138,21 +140,23 @@ fn gguf_layer_on_gpu() {
         let r = reference::route::route(&logits, t, &fl.rule);
         let want = reference::prefill(&x, &r, &fl.weights, &fl.shape);
         let dev = DeviceLayer::upload(&gpu, &fl.weights, &fl.shape).expect("upload");
-        let mut pf = Prefill::new(&gpu, &fl.shape, t).expect("pipeline");
-        pf.poison(&gpu, POISON).expect("poison");
         let (dl, dx) = (
             gpu.upload(&logits).expect("upload"),
             gpu.upload(&x).expect("upload"),
         );
-        pf.run(&gpu, &dev, &dx, t, RoutingInput::Logits(&dl, fl.rule))
-            .expect("run");
-        let got = pf.output(&gpu).expect("download");
-        assert_bytes_eq(
-            &format!("gguf layer {}", l.layer),
-            bytemuck::cast_slice(&got),
-            bytemuck::cast_slice(&want.out),
-            |i| format!("token {}, column {}", i / 4 / s.hidden, i / 4 % s.hidden),
-        );
+        for path in [ExpertPath::Mmq, ExpertPath::Fused] {
+            let mut pf = Prefill::new(&gpu, &fl.shape, t, path).expect("pipeline");
+            pf.poison(&gpu, POISON).expect("poison");
+            pf.run(&gpu, &dev, &dx, t, RoutingInput::Logits(&dl, fl.rule))
+                .expect("run");
+            let got = pf.output(&gpu).expect("download");
+            assert_bytes_eq(
+                &format!("gguf layer {} [{}]", l.layer, path.name()),
+                bytemuck::cast_slice(&got),
+                bytemuck::cast_slice(&want.out),
+                |i| format!("token {}, column {}", i / 4 / s.hidden, i / 4 % s.hidden),
+            );
+        }
     }
     drop(f);
     std::fs::remove_file(&path).expect("remove");

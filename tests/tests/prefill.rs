@@ -1,12 +1,15 @@
-//! A whole MoE layer's prefill on the GPU (per-group MMQ path) against the CPU reference, stage
-//! by stage: row order, quantized activations, gate/up product, swiglu_quant, down product and
-//! layer output must be byte-identical. Outputs are poisoned before every run and the bytes past
-//! each stage's extent are checked untouched.
+//! A whole MoE layer's prefill on the GPU against the CPU reference, stage by stage, on every
+//! eligible expert path (per-group MMQ, fused): row order, quantized activations, gate/up
+//! product and swiglu_quant (where the path writes them to global memory), down product and
+//! layer output must be byte-identical - so the paths equal each other too. Outputs are
+//! poisoned before every run and the bytes past each stage's extent are checked untouched.
 
 use gpu::layout::WType;
 use host::device::Gpu;
-use host::moe::prefill::{DeviceLayer, Prefill, RoutingInput};
-use host::moe::shape::{MoeShape, Routing};
+use host::moe::layer::DeviceLayer;
+use host::moe::path::{self, ExpertPath};
+use host::moe::prefill::{Prefill, RoutingInput};
+use host::problem::{MoeShape, Routing};
 use host::reference::{self, route};
 use host::synth::{self, Popularity, SyntheticLayer};
 use tests::*;
@@ -27,13 +30,24 @@ fn f32_bytes(v: &[f32]) -> &[u8] {
     bytemuck::cast_slice(v)
 }
 
-/// One run of `routing` through the pipeline, every stage compared with the reference.
+/// One pipeline per expert path that can run `s` here (MMQ always; fused where eligible).
+fn pipelines(gpu: &Gpu, s: &MoeShape, cap: usize) -> Vec<Prefill> {
+    let pfs: Vec<Prefill> = ExpertPath::ALL
+        .into_iter()
+        .filter(|&p| path::eligible(p, s, &gpu.limits()).is_ok())
+        .map(|p| Prefill::new(gpu, s, cap, p).expect("pipeline"))
+        .collect();
+    assert!(pfs.iter().any(|p| p.path() == ExpertPath::Mmq));
+    pfs
+}
+
+/// One run of `routing` through each pipeline, every stage compared with the reference.
 fn check(
     gpu: &Gpu,
     label: &str,
     layer: &SyntheticLayer,
     dev: &DeviceLayer,
-    pf: &mut Prefill,
+    pfs: &mut [Prefill],
     routing: &Routing,
     seed: u64,
 ) {
@@ -42,8 +56,26 @@ fn check(
     let x = host::synth::normal_f32(seed, t * s.hidden, 1.0);
     let want = reference::prefill(&x, routing, &layer.weights(), &s);
     let dx = gpu.upload(&x).expect("upload x");
+    for pf in pfs.iter_mut() {
+        let label = format!("{label} [{}]", pf.path().name());
+        check_one(gpu, &label, &s, dev, pf, routing, &want, &dx);
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+fn check_one(
+    gpu: &Gpu,
+    label: &str,
+    s: &MoeShape,
+    dev: &DeviceLayer,
+    pf: &mut Prefill,
+    routing: &Routing,
+    want: &reference::Stages,
+    dx: &cudarc::driver::CudaSlice<f32>,
+) {
+    let t = routing.n_tokens;
     pf.poison(gpu, POISON).expect("poison");
-    pf.run(gpu, dev, &dx, t, RoutingInput::Given(routing))
+    pf.run(gpu, dev, dx, t, RoutingInput::Given(routing))
         .expect("prefill runs");
     let got = pf.outputs(gpu).expect("download");
     let rows = t * s.top_k;
@@ -67,24 +99,28 @@ fn check(
         locate_q8_1(rows),
     );
     let w2 = 2 * s.ffn;
-    assert_bytes_eq(
-        &format!("{label} gate/up"),
-        f32_bytes(&got.gu),
-        f32_bytes(&want.gu),
-        |i| {
-            let (c, n) = (i / 4 / w2, i / 4 % w2);
-            format!(
-                "row {c} (token {}, expert row {n})",
-                want.order.row_token[c]
-            )
-        },
-    );
-    assert_bytes_eq(
-        &format!("{label} swiglu_quant"),
-        &got.hq,
-        bytemuck::cast_slice(&want.hq),
-        locate_q8_1(rows),
-    );
+    if let Some(gu) = &got.gu {
+        assert_bytes_eq(
+            &format!("{label} gate/up"),
+            f32_bytes(gu),
+            f32_bytes(&want.gu),
+            |i| {
+                let (c, n) = (i / 4 / w2, i / 4 % w2);
+                format!(
+                    "row {c} (token {}, expert row {n})",
+                    want.order.row_token[c]
+                )
+            },
+        );
+    }
+    if let Some(hq) = &got.hq {
+        assert_bytes_eq(
+            &format!("{label} swiglu_quant"),
+            hq,
+            bytemuck::cast_slice(&want.hq),
+            locate_q8_1(rows),
+        );
+    }
     assert_bytes_eq(
         &format!("{label} down"),
         f32_bytes(&got.dm),
@@ -123,7 +159,7 @@ fn small_layer_all_pairs() {
             let layer = SyntheticLayer::new(s, merged, sd ^ (g.id() as u64 * 100 + d.id() as u64))
                 .expect("layer");
             let dev = DeviceLayer::upload(&gpu, &layer.weights(), &s).expect("upload");
-            let mut pf = Prefill::new(&gpu, &s, 4113 + 7).expect("pipeline");
+            let mut pfs = pipelines(&gpu, &s, 4113 + 7);
             for pop in [Popularity::Uniform, Popularity::Skewed { sigma: 1.0 }] {
                 for t in [1, 37, 512, 4113] {
                     let r = synth::routing(t, s.n_experts, s.top_k, pop, sd ^ t as u64);
@@ -133,7 +169,7 @@ fn small_layer_all_pairs() {
                         d.name(),
                         if merged { "merged" } else { "split" }
                     );
-                    check(&gpu, &label, &layer, &dev, &mut pf, &r, sd ^ 77 ^ t as u64);
+                    check(&gpu, &label, &layer, &dev, &mut pfs, &r, sd ^ 77 ^ t as u64);
                 }
             }
         }
@@ -154,7 +190,7 @@ fn small_layer_routing_extremes() {
         let s = small(g, d, k);
         let layer = SyntheticLayer::new(s, false, sd).expect("layer");
         let dev = DeviceLayer::upload(&gpu, &layer.weights(), &s).expect("upload");
-        let mut pf = Prefill::new(&gpu, &s, 700).expect("pipeline");
+        let mut pfs = pipelines(&gpu, &s, 700);
         // all tokens on experts 3..3+k (same set, rotated slots)
         let t = 700;
         let ids: Vec<u32> = (0..t)
@@ -172,7 +208,7 @@ fn small_layer_routing_extremes() {
             &format!("same experts top-{k} {}/{}", g.name(), d.name()),
             &layer,
             &dev,
-            &mut pf,
+            &mut pfs,
             &r,
             sd ^ 1,
         );
@@ -183,7 +219,7 @@ fn small_layer_routing_extremes() {
             &format!("skewed 3.0 top-{k} {}/{}", g.name(), d.name()),
             &layer,
             &dev,
-            &mut pf,
+            &mut pfs,
             &r,
             sd ^ 3,
         );
@@ -199,7 +235,7 @@ fn small_layer_routing_extremes() {
             &format!("zero tokens {}/{}", g.name(), d.name()),
             &layer,
             &dev,
-            &mut pf,
+            &mut pfs,
             &r,
             sd ^ 4,
         );
@@ -229,7 +265,7 @@ fn reference_shape() {
                     | (WType::Iq2Xxs, WType::Q2_0)
                     | (WType::Iq3S, WType::Iq4Nl)
             );
-            let mut pf = Prefill::new(&gpu, &s, if big { 4113 } else { 512 }).expect("pipeline");
+            let mut pfs = pipelines(&gpu, &s, if big { 4113 } else { 512 });
             let mut runs = vec![(37, Popularity::Uniform), (512, Popularity::Uniform)];
             if big {
                 runs.push((4113, Popularity::Uniform));
@@ -238,7 +274,7 @@ fn reference_shape() {
             for (t, pop) in runs {
                 let r = synth::routing(t, s.n_experts, s.top_k, pop, sd ^ t as u64);
                 let label = format!("reference {}/{} {pop:?} T={t}", g.name(), d.name());
-                check(&gpu, &label, &layer, &dev, &mut pf, &r, sd ^ 5 ^ t as u64);
+                check(&gpu, &label, &layer, &dev, &mut pfs, &r, sd ^ 5 ^ t as u64);
             }
         }
     }
@@ -256,7 +292,7 @@ fn two_runs_same_bytes() {
     };
     let layer = SyntheticLayer::new(s, true, 9).expect("layer");
     let dev = DeviceLayer::upload(&gpu, &layer.weights(), &s).expect("upload");
-    let mut pf = Prefill::new(&gpu, &s, 2048).expect("pipeline");
+    let mut pfs = pipelines(&gpu, &s, 2048);
     let r = synth::routing(
         2048,
         s.n_experts,
@@ -268,18 +304,23 @@ fn two_runs_same_bytes() {
         .upload(&host::synth::normal_f32(11, 2048 * s.hidden, 1.0))
         .expect("upload");
     let mut outs = Vec::new();
-    for _ in 0..2 {
-        pf.poison(&gpu, POISON).expect("poison");
-        pf.run(&gpu, &dev, &dx, 2048, RoutingInput::Given(&r))
-            .expect("run");
-        outs.push(pf.output(&gpu).expect("download"));
+    for pf in pfs.iter_mut() {
+        for _ in 0..2 {
+            pf.poison(&gpu, POISON).expect("poison");
+            pf.run(&gpu, &dev, &dx, 2048, RoutingInput::Given(&r))
+                .expect("run");
+            outs.push(pf.output(&gpu).expect("download"));
+        }
     }
-    assert_bytes_eq(
-        "run 1 vs run 2",
-        f32_bytes(&outs[0]),
-        f32_bytes(&outs[1]),
-        |i| format!("value {}", i / 4),
-    );
+    assert!(outs.len() >= 4, "both paths ran");
+    for (i, o) in outs.iter().enumerate().skip(1) {
+        assert_bytes_eq(
+            &format!("run 1 vs run {} (two per path)", i + 1),
+            f32_bytes(&outs[0]),
+            f32_bytes(o),
+            |i| format!("value {}", i / 4),
+        );
+    }
 }
 
 /// `moe_route` from logits equals the reference routing (ids and weight bytes), with ties in
@@ -304,7 +345,7 @@ fn route_from_logits() {
                 *l = (*l * 4.0).round() / 4.0;
             }
         }
-        let rule = route::RouteParams {
+        let rule = host::problem::RouteRule {
             n_experts: e,
             top_k: k,
             norm,
@@ -337,7 +378,7 @@ fn route_from_logits() {
     let dev = DeviceLayer::upload(&gpu, &layer.weights(), &s).expect("upload");
     let t = 999;
     let logits = host::synth::normal_f32(sd ^ 3, t * s.n_experts, 1.0);
-    let rule = route::RouteParams {
+    let rule = host::problem::RouteRule {
         n_experts: s.n_experts,
         top_k: s.top_k,
         norm: true,
@@ -346,21 +387,23 @@ fn route_from_logits() {
     let r = route::route(&logits, t, &rule);
     let x = host::synth::normal_f32(sd ^ 4, t * s.hidden, 1.0);
     let want = reference::prefill(&x, &r, &layer.weights(), &s);
-    let mut pf = Prefill::new(&gpu, &s, t).expect("pipeline");
-    pf.poison(&gpu, POISON).expect("poison");
+    let mut pfs = pipelines(&gpu, &s, t);
     let (dl, dx) = (
         gpu.upload(&logits).expect("upload"),
         gpu.upload(&x).expect("upload"),
     );
-    pf.run(&gpu, &dev, &dx, t, RoutingInput::Logits(&dl, rule))
-        .expect("run");
-    let got = pf.output(&gpu).expect("download");
-    assert_bytes_eq(
-        "routed from logits: output",
-        f32_bytes(&got),
-        f32_bytes(&want.out),
-        |i| format!("value {}", i / 4),
-    );
+    for pf in pfs.iter_mut() {
+        pf.poison(&gpu, POISON).expect("poison");
+        pf.run(&gpu, &dev, &dx, t, RoutingInput::Logits(&dl, rule))
+            .expect("run");
+        let got = pf.output(&gpu).expect("download");
+        assert_bytes_eq(
+            &format!("routed from logits [{}]: output", pf.path().name()),
+            f32_bytes(&got),
+            f32_bytes(&want.out),
+            |i| format!("value {}", i / 4),
+        );
+    }
 }
 
 /// The older PTX targets on this GPU: the sm_75 module runs every product as `m8n8k16` (the
@@ -380,7 +423,7 @@ fn older_ptx_targets() {
             let s = small(g, d, 4);
             let layer = SyntheticLayer::new(s, false, sd ^ arch as u64).expect("layer");
             let dev = DeviceLayer::upload(&gpu, &layer.weights(), &s).expect("upload");
-            let mut pf = Prefill::new(&gpu, &s, 999).expect("pipeline");
+            let mut pfs = pipelines(&gpu, &s, 999);
             let r = synth::routing(
                 999,
                 s.n_experts,
@@ -393,10 +436,65 @@ fn older_ptx_targets() {
                 &format!("sm_{arch} {}/{}", g.name(), d.name()),
                 &layer,
                 &dev,
-                &mut pf,
+                &mut pfs,
                 &r,
                 sd ^ 3,
             );
         }
+    }
+}
+
+/// Experts with 0, 1, 31, 32, 33, 63, 64 and 65 rows (tile edges of both paths), top-k 1 and 10,
+/// on the small layer and at the reference shape.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn expert_row_counts_at_tile_edges() {
+    let gpu = gpu();
+    let sd = seed("expert_row_counts_at_tile_edges");
+    let counts = [0usize, 1, 31, 32, 33, 63, 64, 65];
+    for (s, merged) in [
+        (small(WType::Iq2S, WType::Q8_0, 1), true),
+        (
+            MoeShape {
+                top_k: 10,
+                gate_up_type: WType::Q2_0,
+                down_type: WType::Iq4Nl,
+                ..MoeShape::REFERENCE
+            },
+            false,
+        ),
+    ] {
+        let k = s.top_k;
+        // Slot j of token i goes to expert (c + j) mod E for the c-th count bucket, so expert e
+        // gets (about) counts[e % 8] rows per slot.
+        let t = counts.iter().sum::<usize>();
+        let mut owner = Vec::with_capacity(t);
+        for (e, &n) in counts.iter().enumerate() {
+            owner.extend(std::iter::repeat_n(e, n));
+        }
+        let ids: Vec<u32> = (0..t)
+            .flat_map(|i| {
+                let o = owner[i];
+                (0..k).map(move |j| ((o + 8 * j) % s.n_experts) as u32)
+            })
+            .collect();
+        let weights: Vec<f32> = (0..t * k).map(|i| 0.5 + (i % 5) as f32 * 0.25).collect();
+        let r = Routing {
+            n_tokens: t,
+            top_k: k,
+            ids,
+            weights,
+        };
+        r.check(s.n_experts).expect("distinct experts per token");
+        let layer = SyntheticLayer::new(s, merged, sd).expect("layer");
+        let dev = DeviceLayer::upload(&gpu, &layer.weights(), &s).expect("upload");
+        let mut pfs = pipelines(&gpu, &s, t);
+        assert_eq!(pfs.len(), 2, "the fused path runs this shape");
+        let label = format!(
+            "row counts {counts:?} top-{k} {}/{}",
+            s.gate_up_type.name(),
+            s.down_type.name()
+        );
+        check(&gpu, &label, &layer, &dev, &mut pfs, &r, sd ^ 9);
     }
 }

@@ -2,7 +2,7 @@
 //! reference (the MMQ numerics quantize activations to int8: about 1e-2 relative RMS).
 
 use gpu::layout::WType;
-use host::moe::shape::{MoeShape, RowOrder};
+use host::problem::{MoeShape, RowOrder};
 use host::reference::{self, exact};
 use host::synth::{self, Popularity, SyntheticLayer};
 use tests::*;
@@ -108,7 +108,7 @@ fn accuracy_reference_shape_512_tokens() {
         (t1 - t0).as_secs_f64(),
         (t2 - t1).as_secs_f64(),
         t2.elapsed().as_secs_f64(),
-        host::reference::threads()
+        host::par::threads()
     );
     assert!(e > 1e-3 && e < 5e-2, "relative rms {e}");
 }

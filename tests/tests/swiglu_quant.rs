@@ -1,7 +1,8 @@
 //! swiglu_quant: the fused kernel, the two-kernel form and the CPU reference give identical bytes.
 
 use gpu::layout::{BlockQ8_1Mmq, WType, padded_k};
-use host::moe::swiglu_quant::{SwigluQuantPlan, SwigluQuantShape};
+use host::moe::swiglu_quant::SwigluQuantPlan;
+use host::problem::SwigluQuantShape;
 use host::reference::swiglu_quant as reference;
 use tests::*;
 

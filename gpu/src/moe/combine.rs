@@ -1,9 +1,10 @@
 //! `moe_combine`: the weighted sum of each token's top-k down-product rows, in slot order,
 //! `e_0 * w_0` then `fma(e_s, w_s, acc)` (`gpu::quant::combine_step`), no atomics.
-//! Grid: (token, ceil(hidden / 256)); 256 threads, one output value each.
+//! Grid: (token, ceil(hidden / COMBINE_THREADS)); `COMBINE_THREADS` threads, one output value
+//! each.
 //! Launcher: host/src/moe/combine.rs.
 
-use crate::layout::CombineParams;
+use crate::layout::{COMBINE_THREADS, CombineParams};
 use crate::ptx::{ctaid_x, ctaid_y, tid_x};
 use crate::quant::combine_step;
 
@@ -14,7 +15,7 @@ use crate::quant::combine_step;
 #[unsafe(no_mangle)]
 pub unsafe extern "ptx-kernel" fn moe_combine(p: CombineParams) {
     let t = ctaid_x();
-    let h = ctaid_y() * 256 + tid_x();
+    let h = ctaid_y() * COMBINE_THREADS as u32 + tid_x();
     if h >= p.hidden {
         return;
     }

@@ -11,28 +11,20 @@
 //! blocks are copied in 16-byte pieces, then each warp runs `ldmatrix` + `mma` per group.
 //! Shared memory: `layout::MMQ_SMEM_BYTES` (31,744 bytes): weight tile `[128][144 B]`, weight
 //! scales `[128][8] f32`, activation tile `[64][144 B]` (whole D4 blocks).
-//! Launchers: host/src/moe/gate_up.rs, host/src/moe/down.rs.
+//! Launcher: host/src/moe/expert/mmq.rs (the per-group MMQ path's plan).
 
 use crate::formats::WeightBlock;
 use crate::layout::{
     BlockIq2S, BlockIq2Xs, BlockIq2Xxs, BlockIq3S, BlockIq3Xxs, BlockIq4Nl, BlockQ2_0, BlockQ8_0,
-    MMQ_KSTEP, MMQ_ROWS, MMQ_SMEM_A, MMQ_SMEM_ROW, MMQ_SMEM_SCALES, MMQ_THREADS, MmqParams,
-    MmqTile,
+};
+use crate::layout::{
+    MMQ_KSTEP, MMQ_ROWS, MMQ_SMEM_A, MMQ_SMEM_ROW, MMQ_SMEM_SCALES, MMQ_THREADS, MmqParams, MmqTile,
 };
 use crate::ptx::{
     ctaid_x, ctaid_y, ld_nc_v4_u32, ld_shared_f32, ldmatrix_x4, mma_m16n8k16_s8, mma_m16n8k32_s8,
     smem_base, st_shared_u32, st_shared_v4, sync_threads, tid_x,
 };
 use crate::quant::{mmq_step_16, mmq_step_32};
-
-/// Expands `$body` once per listed value with `$i` bound to it: LLVM does not always unroll
-/// loops with large bodies, and a register array indexed by a loop variable goes to local
-/// memory.
-macro_rules! unroll {
-    ($i:ident in [$($v:literal),*] $body:block) => {
-        $( { #[allow(clippy::identity_op, clippy::erasing_op)] let $i: usize = $v; $body } )*
-    };
-}
 
 const ROW: u32 = MMQ_SMEM_ROW as u32;
 const S_OFF: u32 = MMQ_SMEM_A as u32;
@@ -197,34 +189,27 @@ unsafe fn mmq<B: WeightBlock>(p: &MmqParams) {
 }
 
 macro_rules! mmq_kernels {
-    ($($name:ident => $b:ty),* $(,)?) => {$(
-        /// MMQ product for one weight format; see the module doc.
+    ($(($w:ident, $b:ident, $gate_up:ident, $down:ident, $fused:ident)),* $(,)?) => {$(
+        /// MMQ gate/up product for one weight format; see the module doc.
         ///
         /// # Safety
         /// As `mmq`.
         #[unsafe(no_mangle)]
-        pub unsafe extern "ptx-kernel" fn $name(p: MmqParams) {
+        pub unsafe extern "ptx-kernel" fn $gate_up(p: MmqParams) {
+            // SAFETY: forwarded contract.
+            unsafe { mmq::<$b>(&p) }
+        }
+
+        /// MMQ down product for one weight format; see the module doc.
+        ///
+        /// # Safety
+        /// As `mmq`.
+        #[unsafe(no_mangle)]
+        pub unsafe extern "ptx-kernel" fn $down(p: MmqParams) {
             // SAFETY: forwarded contract.
             unsafe { mmq::<$b>(&p) }
         }
     )*};
 }
 
-mmq_kernels!(
-    moe_gate_up_q8_0_mmq => BlockQ8_0,
-    moe_gate_up_q2_0_mmq => BlockQ2_0,
-    moe_gate_up_iq4_nl_mmq => BlockIq4Nl,
-    moe_gate_up_iq2_xxs_mmq => BlockIq2Xxs,
-    moe_gate_up_iq2_xs_mmq => BlockIq2Xs,
-    moe_gate_up_iq2_s_mmq => BlockIq2S,
-    moe_gate_up_iq3_xxs_mmq => BlockIq3Xxs,
-    moe_gate_up_iq3_s_mmq => BlockIq3S,
-    moe_down_q8_0_mmq => BlockQ8_0,
-    moe_down_q2_0_mmq => BlockQ2_0,
-    moe_down_iq4_nl_mmq => BlockIq4Nl,
-    moe_down_iq2_xxs_mmq => BlockIq2Xxs,
-    moe_down_iq2_xs_mmq => BlockIq2Xs,
-    moe_down_iq2_s_mmq => BlockIq2S,
-    moe_down_iq3_xxs_mmq => BlockIq3Xxs,
-    moe_down_iq3_s_mmq => BlockIq3S,
-);
+crate::for_each_format!(mmq_kernels);

@@ -13,7 +13,8 @@
 //!    was routed to.
 
 use crate::layout::{
-    BlockQ8_1Mmq, MMQ_BLOCK_VALUES, QUANT_WARPS, SCATTER_CHUNK, ScatterParams, padded_k,
+    BlockQ8_1Mmq, MMQ_BLOCK_VALUES, QUANT_WARPS, SCATTER_CHUNK, SCATTER_COUNT_THREADS,
+    SCATTER_OFFSETS_THREADS, ScatterParams, padded_k,
 };
 use crate::moe::q8_1::{quantize_x4, store_x4};
 use crate::ptx::{
@@ -34,7 +35,7 @@ pub unsafe extern "ptx-kernel" fn moe_scatter_count(p: ScatterParams) {
     while e < p.n_experts {
         // SAFETY: e < n_experts: inside the shared counts.
         unsafe { st_shared_u32(smem + 4 * e, 0) };
-        e += 256;
+        e += SCATTER_COUNT_THREADS as u32;
     }
     sync_threads();
     let t = ctaid_x() * SCATTER_CHUNK as u32 + tid;
@@ -55,7 +56,7 @@ pub unsafe extern "ptx-kernel" fn moe_scatter_count(p: ScatterParams) {
             *(p.chunk_counts as *mut u32).add((ctaid_x() * p.n_experts + e) as usize) =
                 ld_shared_u32(smem + 4 * e);
         }
-        e += 256;
+        e += SCATTER_COUNT_THREADS as u32;
     }
 }
 
@@ -79,7 +80,7 @@ pub unsafe extern "ptx-kernel" fn moe_scatter_offsets(p: ScatterParams) {
         }
         // SAFETY: e < n_experts.
         unsafe { st_shared_u32(smem + 4 * e, total) };
-        e += 1024;
+        e += SCATTER_OFFSETS_THREADS as u32;
     }
     sync_threads();
     if tid == 0 {
@@ -110,7 +111,7 @@ pub unsafe extern "ptx-kernel" fn moe_scatter_offsets(p: ScatterParams) {
                 run += v;
             }
         }
-        e += 1024;
+        e += SCATTER_OFFSETS_THREADS as u32;
     }
 }
 

@@ -12,8 +12,13 @@ pub fn run() -> host::Result<()> {
         tokens: vec![2048, 8192, 16384],
         gate_up: "q2_0".into(),
         down: "q2_0".into(),
+        experts: host::problem::MoeShape::REFERENCE.n_experts,
+        top_k: host::problem::MoeShape::REFERENCE.top_k,
+        hidden: host::problem::MoeShape::REFERENCE.hidden,
+        ffn: host::problem::MoeShape::REFERENCE.ffn,
         routing: "uniform".into(),
         check: true,
+        path: "auto".into(),
         reps: 10,
         seed: 1,
     };

@@ -1,6 +1,6 @@
 //! `moe-prefill info`.
 
-use host::device::{Gpu, KERNEL_NAMES};
+use host::device::{Gpu, kernel_names};
 use host::ptx::MODULES;
 
 pub fn run() -> host::Result<()> {
@@ -9,11 +9,8 @@ pub fn run() -> host::Result<()> {
         .map(|(a, p)| format!("sm_{a} ({} KB)", p.len() / 1024))
         .collect();
     println!("PTX targets built: {}", targets.join(", "));
-    println!("kernels: {}", KERNEL_NAMES.join(", "));
-    println!(
-        "CPU threads for the reference: {}",
-        host::reference::threads()
-    );
+    println!("kernels: {}", kernel_names().join(", "));
+    println!("CPU threads for the reference: {}", host::par::threads());
     match Gpu::open() {
         Ok(g) => {
             let i = &g.info;
@@ -31,7 +28,7 @@ pub fn run() -> host::Result<()> {
             println!(
                 "loaded PTX: sm_{} ({} kernels resolved)",
                 i.ptx_arch,
-                KERNEL_NAMES.len()
+                kernel_names().len()
             );
         }
         Err(e) => println!("{e}"),

@@ -3,7 +3,7 @@
 use std::path::PathBuf;
 
 use clap::Args;
-use host::moe::shape::MoeShape;
+use host::problem::MoeShape;
 
 #[derive(Args, Clone)]
 pub struct MakeModelArgs {

@@ -5,14 +5,17 @@
 use std::path::PathBuf;
 
 use clap::Args;
-use gpu::layout::{MMQ_BLOCK_VALUES, WType, padded_k};
+use gpu::layout::{MMQ_BLOCK_VALUES, Q8_1_MMQ_BYTES, WType, padded_k};
 use host::device::Gpu;
 use host::gguf::GgufFile;
-use host::moe::prefill::{DeviceLayer, Prefill, RoutingInput, STAGES, StageTimes};
+use host::moe::layer::DeviceLayer;
+use host::moe::path::{self as paths, PathChoice};
+use host::moe::prefill::{Prefill, RoutingInput, StageTimes};
 use host::moe::router;
-use host::moe::shape::{LayerWeights, MoeShape, Routing};
-use host::moe::swiglu_quant::SwigluQuantShape;
-use host::reference::{self, route::RouteParams};
+use host::problem::RouteRule;
+use host::problem::SwigluQuantShape;
+use host::problem::{LayerWeights, MoeShape, Routing};
+use host::reference;
 use host::synth::{self, Popularity, SyntheticLayer};
 use host::timing::Stats;
 use host::{Error, Result};
@@ -34,12 +37,28 @@ pub struct PrefillArgs {
     /// Down weight type of the synthetic layer.
     #[arg(long, default_value = "q2_0")]
     pub down: String,
+    /// Experts of the synthetic layer (small values give a layer a sanitizer runs in seconds).
+    #[arg(long, default_value_t = MoeShape::REFERENCE.n_experts)]
+    pub experts: usize,
+    /// Experts per token of the synthetic layer.
+    #[arg(long, default_value_t = MoeShape::REFERENCE.top_k)]
+    pub top_k: usize,
+    /// Model width (gate/up K, down N) of the synthetic layer.
+    #[arg(long, default_value_t = MoeShape::REFERENCE.hidden)]
+    pub hidden: usize,
+    /// Expert FFN width of the synthetic layer.
+    #[arg(long, default_value_t = MoeShape::REFERENCE.ffn)]
+    pub ffn: usize,
     /// Routing of the synthetic layer: uniform, skewed (lognormal sigma 1.0), or router.
     #[arg(long, default_value = "uniform")]
     pub routing: String,
     /// Compare with the CPU reference on a sample of tokens (on by default; --check false skips).
     #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
     pub check: bool,
+    /// Expert path: mmq (per-group MMQ), fused (fused int8 experts), ws (weight-stationary,
+    /// not built yet) or auto (the fastest eligible path on the H200, see BENCHMARKS.md).
+    #[arg(long, default_value = "auto")]
+    pub path: String,
     /// Timed repetitions per token count.
     #[arg(long, default_value_t = 10)]
     pub reps: usize,
@@ -75,6 +94,20 @@ pub fn wtype(name: &str) -> Result<WType> {
         .ok_or_else(|| Error::Unsupported(format!("unknown weight type {name:?}; one of q8_0 q2_0 iq4_nl iq2_xxs iq2_xs iq2_s iq3_xxs iq3_s")))
 }
 
+/// The synthetic layer's shape from the arguments, checked.
+pub fn synthetic_shape(a: &PrefillArgs) -> Result<MoeShape> {
+    let s = MoeShape {
+        n_experts: a.experts,
+        top_k: a.top_k,
+        hidden: a.hidden,
+        ffn: a.ffn,
+        gate_up_type: wtype(&a.gate_up)?,
+        down_type: wtype(&a.down)?,
+    };
+    s.check()?;
+    Ok(s)
+}
+
 pub fn run(a: &PrefillArgs) -> Result<()> {
     match super::open_session()? {
         Some(s) => run_on(&s, a),
@@ -87,11 +120,7 @@ pub fn run_on(session: &super::Session, a: &PrefillArgs) -> Result<()> {
     let (gpu, copy_gbs) = (&session.gpu, session.copy_gbs);
     match &a.model {
         None => {
-            let s = MoeShape {
-                gate_up_type: wtype(&a.gate_up)?,
-                down_type: wtype(&a.down)?,
-                ..MoeShape::REFERENCE
-            };
+            let s = synthetic_shape(a)?;
             let layer = SyntheticLayer::new(s, false, a.seed)?;
             let pop = match a.routing.as_str() {
                 "uniform" => Some(Popularity::Uniform),
@@ -114,7 +143,7 @@ pub fn run_on(session: &super::Session, a: &PrefillArgs) -> Result<()> {
                 s.weight_bytes() / 1_000_000,
                 a.routing
             );
-            let rule = RouteParams {
+            let rule = RouteRule {
                 n_experts: s.n_experts,
                 top_k: s.top_k,
                 norm: true,
@@ -191,12 +220,15 @@ fn run_layer(
     s: &MoeShape,
     pop: Option<Popularity>,
     router_w: &[f32],
-    rule: RouteParams,
+    rule: RouteRule,
     copy_gbs: f64,
 ) -> Result<()> {
     let dev = DeviceLayer::upload(gpu, w, s)?;
     let cap = a.tokens.iter().copied().max().unwrap_or(0);
-    let mut pf = Prefill::new(gpu, s, cap)?;
+    let choice: PathChoice = a.path.parse()?;
+    let (path, why) = paths::resolve(choice, s, &gpu.limits())?;
+    let mut pf = Prefill::new(gpu, s, cap, path)?;
+    println!("expert path: {} ({why})", path.name());
     for &t in &a.tokens {
         let x = host::synth::normal_f32(a.seed ^ t as u64, t * s.hidden, 1.0);
         let dx = gpu.upload(&x)?;
@@ -230,7 +262,7 @@ fn run_layer(
         } else {
             None
         };
-        print_table(s, t, &runs, copy_gbs, parity, logits.is_some());
+        print_table(s, t, &runs, copy_gbs, parity, logits.is_some(), &pf);
     }
     Ok(())
 }
@@ -298,43 +330,53 @@ fn print_table(
     copy_gbs: f64,
     parity: Option<(usize, usize)>,
     routed_on_gpu: bool,
+    pf: &Prefill,
 ) {
     let rows = (t * s.top_k) as f64;
     let med = |f: &dyn Fn(&StageTimes) -> f64| Stats::of(runs.iter().map(f).collect());
     let total = med(&|r| r.total);
-    let stages: Vec<Stats> = (0..7)
-        .map(|i| med(&|r: &StageTimes| r.as_array()[i]))
+    let names = runs[0].names.clone();
+    let stages: Vec<Stats> = (0..names.len())
+        .map(|i| med(&|r: &StageTimes| r.ms[i]))
         .collect();
     let (h, ff) = (s.hidden as f64, s.ffn as f64);
-    let act = |k: usize| (padded_k(k) / MMQ_BLOCK_VALUES * 144) as f64;
-    let work: [(f64, &str); 7] = [
-        (t as f64 * s.n_experts as f64 * 4.0, "GB/s"),
-        (t as f64 * h * 4.0 + rows * act(s.hidden), "GB/s"),
-        (0.0, ""),
-        (2.0 * rows * 2.0 * ff * h, "TOPS"),
-        (
-            SwigluQuantShape::dense(t * s.top_k, s.ffn, false).fused_bytes() as f64,
-            "GB/s",
-        ),
-        (2.0 * rows * h * ff, "TOPS"),
-        (rows * h * 4.0 + t as f64 * h * 4.0, "GB/s"),
-    ];
+    let act = |k: usize| (padded_k(k) / MMQ_BLOCK_VALUES * Q8_1_MMQ_BYTES) as f64;
+    let gate_up_ops = 2.0 * rows * 2.0 * ff * h;
+    let down_ops = 2.0 * rows * h * ff;
+    // The work of each stage a path may have, with its unit.
+    let work = |name: &str| -> (f64, &str) {
+        match name {
+            "route" => (t as f64 * s.n_experts as f64 * 4.0, "GB/s"),
+            "scatter" => (t as f64 * h * 4.0 + rows * act(s.hidden), "GB/s"),
+            "gate_up" => (gate_up_ops, "TOPS"),
+            "swiglu_quant" => (
+                SwigluQuantShape::dense(t * s.top_k, s.ffn, false).fused_bytes() as f64,
+                "GB/s",
+            ),
+            "down" => (down_ops, "TOPS"),
+            "experts (fused)" => (gate_up_ops + down_ops, "TOPS"),
+            "combine" => (rows * h * 4.0 + t as f64 * h * 4.0, "GB/s"),
+            _ => (0.0, ""),
+        }
+    };
     println!(
-        "\nT = {t} ({} rows): layer {:.3} ms median (spread {:.3}-{:.3}, {} runs), {:.0} TOPS int8",
+        "\nT = {t} ({} rows), path {}: layer {:.3} ms median (spread {:.3}-{:.3}, {} runs), {:.0} TOPS int8",
         t * s.top_k,
+        pf.path().name(),
         total.median,
         total.min,
         total.max,
         total.n,
         s.ops(t) as f64 / (total.median * 1e-3) / 1e12
     );
+    println!("  {}", pf.describe());
     println!(
-        "  {:<14} {:>9} {:>7} {:>10}",
+        "  {:<16} {:>9} {:>7} {:>10}",
         "stage", "ms", "share", "rate"
     );
-    for i in 0..7 {
+    for (i, name) in names.iter().enumerate() {
         let m = stages[i].median;
-        let (w, unit) = work[i];
+        let (w, unit) = work(name);
         let rate = if w > 0.0 && m > 0.0 {
             let v = w / (m * 1e-3);
             if unit == "TOPS" {
@@ -353,8 +395,8 @@ fn print_table(
             rate
         };
         println!(
-            "  {:<14} {:>9.4} {:>6.1}% {:>10}",
-            STAGES[i],
+            "  {:<16} {:>9.4} {:>6.1}% {:>10}",
+            name,
             m,
             100.0 * m / total.median,
             rate
@@ -383,11 +425,7 @@ fn print_table(
 
 /// Without a GPU: the CPU reference of a small batch of the synthetic layer.
 pub fn cpu_only(a: &PrefillArgs) -> Result<()> {
-    let s = MoeShape {
-        gate_up_type: wtype(&a.gate_up)?,
-        down_type: wtype(&a.down)?,
-        ..MoeShape::REFERENCE
-    };
+    let s = synthetic_shape(a)?;
     let t = 64;
     let t0 = std::time::Instant::now();
     let layer = SyntheticLayer::new(s, false, a.seed)?;
@@ -402,7 +440,7 @@ pub fn cpu_only(a: &PrefillArgs) -> Result<()> {
         s.gate_up_type.name(),
         s.down_type.name(),
         t1.elapsed().as_secs_f64(),
-        host::reference::threads(),
+        host::par::threads(),
         (t1 - t0).as_secs_f64()
     );
     Ok(())

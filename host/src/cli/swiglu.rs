@@ -4,7 +4,8 @@
 use clap::Args;
 use gpu::layout::{BlockQ8_1Mmq, WType};
 use host::device::Gpu;
-use host::moe::swiglu_quant::{SwigluQuantPlan, SwigluQuantShape};
+use host::moe::swiglu_quant::SwigluQuantPlan;
+use host::problem::SwigluQuantShape;
 use host::reference::swiglu_quant as reference;
 use host::timing::bench;
 use host::{Error, Result};
@@ -125,7 +126,7 @@ pub fn cpu_only(a: &SwigluArgs) -> Result<()> {
     println!(
         "CPU reference swiglu_quant: {rows} rows x ffn {} in {ms:.1} ms on {} threads ({nonzero} of {} q8_1 blocks non-zero)",
         a.ffn,
-        host::reference::threads(),
+        host::par::threads(),
         out.len()
     );
     Ok(())

@@ -1,7 +1,7 @@
 //! Launcher of `moe_combine` (gpu/src/moe/combine.rs). CPU twin: host/src/reference/combine.rs.
 
 use cudarc::driver::{CudaSlice, LaunchConfig, PushKernelArg};
-use gpu::layout::CombineParams;
+use gpu::layout::{COMBINE_THREADS, CombineParams};
 
 use crate::device::{Gpu, KArg, dptr};
 use crate::error::{DriverOp, Error, Result};
@@ -39,8 +39,8 @@ pub fn launch(
         _pad: 0,
     });
     let cfg = LaunchConfig {
-        grid_dim: (n_tokens as u32, hidden.div_ceil(256) as u32, 1),
-        block_dim: (256, 1, 1),
+        grid_dim: (n_tokens as u32, hidden.div_ceil(COMBINE_THREADS) as u32, 1),
+        block_dim: (COMBINE_THREADS as u32, 1, 1),
         shared_mem_bytes: 0,
     };
     // SAFETY: sizes checked above.

@@ -9,8 +9,8 @@ use crate::error::{Error, Result};
 use crate::formats::ExpertTensor;
 use crate::gguf::{GgufFile, MoeLayer, TensorRef, TensorSpec, Value, write_gguf};
 use crate::moe::router::router_weights_f32;
-use crate::moe::shape::{GateUp, LayerWeights, MoeShape};
-use crate::reference::route::RouteParams;
+use crate::problem::RouteRule;
+use crate::problem::{GateUp, LayerWeights, MoeShape};
 use crate::synth::SyntheticLayer;
 
 /// Everything the pipeline needs from one MoE layer of a file.
@@ -18,7 +18,7 @@ pub struct FileLayer<'a> {
     pub layer: usize,
     pub shape: MoeShape,
     pub weights: LayerWeights<'a>,
-    pub rule: RouteParams,
+    pub rule: RouteRule,
     /// Router `[n_experts][hidden]` as f32.
     pub router: Vec<f32>,
 }
@@ -84,7 +84,7 @@ pub fn file_layer<'a>(f: &'a GgufFile, l: &MoeLayer<'a>) -> Result<FileLayer<'a>
     };
     weights.check(&shape)?;
     let router = router_weights_f32(l.router.info.ggml_type, l.router.data)?;
-    let rule = RouteParams {
+    let rule = RouteRule {
         n_experts: e,
         top_k: shape.top_k,
         norm: info.expert_weights_norm,

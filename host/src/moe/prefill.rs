@@ -1,55 +1,23 @@
-//! One MoE layer's prefill on the GPU, the per-group MMQ path: route -> scatter -> gate/up ->
-//! swiglu_quant -> down -> combine, with the layer's weights resident on the device and every
-//! scratch buffer owned here, allocated once for a token capacity.
+//! One MoE layer's prefill on the GPU: route -> scatter -> tiles -> expert path -> combine,
+//! with the layer's weights resident on the device and every scratch buffer of the pipeline
+//! owned here, allocated once for a token capacity. What happens between the scatter and the
+//! combine is the expert path's (`moe/expert/`, chosen in `moe/path.rs`): this file knows only
+//! its stage names.
 //!
-//! After the scatter the host reads the expert bounds (E + 1 integers) back and builds the tile
-//! list, so that the product grids hold exactly one CTA per 64 rows of an expert and none for an
-//! expert without rows; that read is the one synchronisation of a layer, and its cost is part
-//! of every layer time reported.
+//! After the scatter the host reads the expert bounds (E + 1 integers) back and the path builds
+//! its work list from them, so that no CTA is launched for an expert without rows; that read is
+//! the one synchronisation of a layer, and its cost is part of every layer time reported.
 
 use cudarc::driver::{CudaEvent, CudaSlice};
-use gpu::layout::{MMQ_BLOCK_VALUES, MmqParams, MmqTile, ScatterParams, padded_k};
+use gpu::layout::{MMQ_BLOCK_VALUES, Q8_1_MMQ_BYTES, ScatterParams};
 
 use crate::device::{Gpu, dptr};
 use crate::error::{DriverOp, Error, Result, shape};
-use crate::moe::shape::{GateUp, LayerWeights, MoeShape, Routing};
-use crate::moe::swiglu_quant::{SwigluQuantPlan, SwigluQuantShape};
-use crate::moe::{combine, mmq, route, scatter};
-use crate::reference::route::RouteParams as Rule;
-
-const BLOCK_BYTES: usize = 144;
-
-/// A layer's expert weights on the device, read where they lie by the products.
-pub struct DeviceLayer {
-    pub shape: MoeShape,
-    /// gate (or the merged gate_up tensor) and up (None when merged).
-    gate: CudaSlice<u8>,
-    up: Option<CudaSlice<u8>>,
-    down: CudaSlice<u8>,
-}
-
-impl DeviceLayer {
-    /// Copies the layer's weights to the device once.
-    pub fn upload(gpu: &Gpu, w: &LayerWeights, shape: &MoeShape) -> Result<Self> {
-        w.check(shape)?;
-        mmq::check_product("moe_gate_up", 2 * shape.ffn, shape.hidden)?;
-        mmq::check_product("moe_down", shape.hidden, shape.ffn)?;
-        let (gate, up) = match &w.gate_up {
-            GateUp::Separate { gate, up } => (gpu.upload(gate.data)?, Some(gpu.upload(up.data)?)),
-            GateUp::Merged(t) => (gpu.upload(t.data)?, None),
-        };
-        Ok(DeviceLayer {
-            shape: *shape,
-            gate,
-            up,
-            down: gpu.upload(w.down.data)?,
-        })
-    }
-
-    pub fn bytes(&self) -> usize {
-        self.gate.len() + self.up.as_ref().map_or(0, |u| u.len()) + self.down.len()
-    }
-}
+use crate::moe::expert::{ExpertIo, ExpertPlan};
+use crate::moe::layer::DeviceLayer;
+use crate::moe::path::{self, ExpertPath};
+use crate::moe::{combine, route, scatter};
+use crate::problem::{MoeShape, RouteRule as Rule, Routing};
 
 /// Where a prefill's routing comes from.
 pub enum RoutingInput<'a> {
@@ -62,44 +30,28 @@ pub enum RoutingInput<'a> {
     Uploaded,
 }
 
-/// GPU milliseconds of each stage of one prefill, from events recorded between them.
-#[derive(Clone, Copy, Debug, Default)]
+/// GPU milliseconds of each stage of one prefill, from events recorded between them: route,
+/// scatter, tiles (host), the path's stages, combine.
+#[derive(Clone, Debug, Default)]
 pub struct StageTimes {
-    pub route: f64,
-    pub scatter: f64,
-    /// Reading the bounds back and uploading the tile list (host round trip).
-    pub tiles: f64,
-    pub gate_up: f64,
-    pub swiglu_quant: f64,
-    pub down: f64,
-    pub combine: f64,
+    pub names: Vec<&'static str>,
+    pub ms: Vec<f64>,
     pub total: f64,
 }
 
-/// The stages' names, in order, for tables.
-pub const STAGES: [&str; 7] = [
-    "route",
-    "scatter",
-    "tiles (host)",
-    "gate_up",
-    "swiglu_quant",
-    "down",
-    "combine",
-];
-
 impl StageTimes {
-    pub fn as_array(&self) -> [f64; 7] {
-        [
-            self.route,
-            self.scatter,
-            self.tiles,
-            self.gate_up,
-            self.swiglu_quant,
-            self.down,
-            self.combine,
-        ]
+    /// The stage named `name`, if the path has it.
+    pub fn get(&self, name: &str) -> Option<f64> {
+        self.names
+            .iter()
+            .position(|n| *n == name)
+            .map(|i| self.ms[i])
     }
 }
+
+/// The pipeline's own stages before the path's, and after.
+const PRE_STAGES: [&str; 3] = ["route", "scatter", "tiles (host)"];
+const POST_STAGES: [&str; 1] = ["combine"];
 
 /// The pipeline and its scratch buffers, for layers of one shape up to `cap_tokens` tokens.
 pub struct Prefill {
@@ -114,25 +66,19 @@ pub struct Prefill {
     row_dst: CudaSlice<u32>,
     row_of: CudaSlice<u32>,
     xq: CudaSlice<u8>,
-    tiles: CudaSlice<MmqTileRepr>,
-    gu: CudaSlice<f32>,
-    hq: CudaSlice<u8>,
     dm: CudaSlice<f32>,
     out: CudaSlice<f32>,
     events: Vec<CudaEvent>,
-    /// Tiles of the last run (host copy).
-    pub tile_list: Vec<MmqTile>,
+    /// The expert path's plan.
+    plan: Box<dyn ExpertPlan>,
     /// Token count of the routing last uploaded (and still in `ids` / `weights`).
     uploaded: Option<usize>,
 }
 
-/// `MmqTile` as 4 u32 for cudarc buffers.
-type MmqTileRepr = [u32; 4];
-
 impl Prefill {
     /// Allocates every buffer for up to `cap_tokens` tokens (poisoned with 0xa5 so unwritten
-    /// bytes show).
-    pub fn new(gpu: &Gpu, shape: &MoeShape, cap_tokens: usize) -> Result<Self> {
+    /// bytes show), with the plan of expert path `path`.
+    pub fn new(gpu: &Gpu, shape: &MoeShape, cap_tokens: usize, path: ExpertPath) -> Result<Self> {
         shape.check()?;
         scatter::check(cap_tokens, shape.top_k, shape.n_experts, shape.hidden)?;
         let rows = (cap_tokens * shape.top_k).max(1);
@@ -142,6 +88,7 @@ impl Prefill {
                 .new_event(Some(cudarc::driver::sys::CUevent_flags::CU_EVENT_DEFAULT))
                 .op("cuEventCreate")
         };
+        let plan = path::plan(path, gpu, shape, rows)?;
         Ok(Prefill {
             shape: *shape,
             cap_tokens,
@@ -155,19 +102,15 @@ impl Prefill {
             row_dst: gpu.alloc_filled(rows, p)?,
             row_of: gpu.alloc_filled(rows, p)?,
             xq: gpu.alloc_filled(
-                shape.hidden_padded() / MMQ_BLOCK_VALUES * rows * BLOCK_BYTES,
-                p,
-            )?,
-            tiles: gpu.alloc_filled(mmq::max_tiles(rows, shape.n_experts), p)?,
-            gu: gpu.alloc_filled(rows * 2 * shape.ffn, p)?,
-            hq: gpu.alloc_filled(
-                padded_k(shape.ffn) / MMQ_BLOCK_VALUES * rows * BLOCK_BYTES,
+                shape.hidden_padded() / MMQ_BLOCK_VALUES * rows * Q8_1_MMQ_BYTES,
                 p,
             )?,
             dm: gpu.alloc_filled(rows * shape.hidden, p)?,
             out: gpu.alloc_filled(cap_tokens.max(1) * shape.hidden, p)?,
-            events: (0..8).map(|_| ev()).collect::<Result<_>>()?,
-            tile_list: Vec::new(),
+            events: (0..PRE_STAGES.len() + plan.stages().len() + POST_STAGES.len() + 1)
+                .map(|_| ev())
+                .collect::<Result<_>>()?,
+            plan,
             uploaded: None,
         })
     }
@@ -182,8 +125,7 @@ impl Prefill {
         gpu.fill(&mut self.row_dst, byte)?;
         gpu.fill(&mut self.row_of, byte)?;
         gpu.fill(&mut self.xq, byte)?;
-        gpu.fill(&mut self.gu, byte)?;
-        gpu.fill(&mut self.hq, byte)?;
+        self.plan.poison(gpu, byte)?;
         gpu.fill(&mut self.dm, byte)?;
         gpu.fill(&mut self.out, byte)
     }
@@ -304,86 +246,25 @@ impl Prefill {
         // ScatterParams describes; ids come from moe_route or a checked routing.
         unsafe { scatter::launch(gpu, sp)? };
         self.record(gpu, 2)?;
-        // 3. tiles: bounds back to the host, tile list up.
+        // 3. tiles: bounds back to the host, the path's work list up.
         let bounds = gpu.download(&self.bounds)?;
-        self.tile_list = mmq::tiles_from_bounds(&bounds);
-        let n_tiles = self.tile_list.len();
-        if n_tiles > 0 {
-            let raw: Vec<MmqTileRepr> = self
-                .tile_list
-                .iter()
-                .map(|t| [t.expert, t.col_start, t.n_cols, 0])
-                .collect();
-            st.memcpy_htod(&raw, &mut self.tiles)
-                .op("cuMemcpyHtoD tiles")?;
-        }
+        self.plan.prepare(gpu, &bounds)?;
         self.record(gpu, 3)?;
-        // 4. gate/up
-        let gu_p = MmqParams {
-            w0: dptr(&layer.gate, st),
-            w1: layer.up.as_ref().map_or(0, |u| dptr(u, st)),
-            w_expert_bytes: (if layer.up.is_some() { s.ffn } else { 2 * s.ffn }
-                * s.gate_up_type.row_bytes(s.hidden)) as u64,
-            x: dptr(&self.xq, st),
-            tiles: dptr(&self.tiles, st),
-            out: dptr(&self.gu, st),
-            out_rows: 0,
-            row_bytes: s.gate_up_type.row_bytes(s.hidden) as u32,
-            n_split: if layer.up.is_some() {
-                s.ffn as u32
-            } else {
-                2 * s.ffn as u32
-            },
-            n: 2 * s.ffn as u32,
-            k: s.hidden as u32,
-            n_cols_x: n_rows as u32,
-            out_stride: 2 * s.ffn as u32,
+        // 4. the expert path, between the scatter and the combine.
+        let io = ExpertIo {
+            xq: dptr(&self.xq, st),
+            xq_cols: n_rows,
+            row_dst: dptr(&self.row_dst, st),
+            dm: dptr(&self.dm, st),
+            n_rows,
         };
-        // SAFETY: weights resident with the layer's shape (checked at upload); xq holds
-        // hidden_padded / 128 chunks of n_rows blocks; tiles hold n_tiles valid tiles; gu holds
-        // n_rows rows of 2 ffn.
-        unsafe {
-            mmq::launch(
-                gpu,
-                gpu.kernels.gate_up_mmq(s.gate_up_type),
-                "launch moe_gate_up_mmq",
-                gu_p,
-                n_tiles,
-            )?
-        };
-        self.record(gpu, 4)?;
-        // 5. swiglu_quant
-        let sq = SwigluQuantShape::dense(n_rows, s.ffn, false);
-        SwigluQuantPlan::new(&sq, s.down_type.id())?.launch(gpu, &self.gu, &mut self.hq)?;
-        self.record(gpu, 5)?;
-        // 6. down
-        let dn_p = MmqParams {
-            w0: dptr(&layer.down, st),
-            w1: 0,
-            w_expert_bytes: (s.hidden * s.down_type.row_bytes(s.ffn)) as u64,
-            x: dptr(&self.hq, st),
-            tiles: dptr(&self.tiles, st),
-            out: dptr(&self.dm, st),
-            out_rows: dptr(&self.row_dst, st),
-            row_bytes: s.down_type.row_bytes(s.ffn) as u32,
-            n_split: s.hidden as u32,
-            n: s.hidden as u32,
-            k: s.ffn as u32,
-            n_cols_x: n_rows as u32,
-            out_stride: s.hidden as u32,
-        };
-        // SAFETY: as for gate/up; row_dst maps each row to its (token, slot) row of dm.
-        unsafe {
-            mmq::launch(
-                gpu,
-                gpu.kernels.down_mmq(s.down_type),
-                "launch moe_down_mmq",
-                dn_p,
-                n_tiles,
-            )?
-        };
-        self.record(gpu, 6)?;
-        // 7. combine
+        let n_path = self.plan.stages().len();
+        {
+            let events = &self.events;
+            let mut mark = |i: usize| events[4 + i].record(&gpu.stream).op("cuEventRecord");
+            self.plan.launch(gpu, layer, &io, &mut mark)?;
+        }
+        // 5. combine
         combine::launch(
             gpu,
             n_tokens,
@@ -393,7 +274,8 @@ impl Prefill {
             &self.weights,
             &mut self.out,
         )?;
-        self.record(gpu, 7)?;
+        let last = 4 + n_path;
+        self.record(gpu, last)?;
         gpu.sync()?;
         let ms = |a: usize, b: usize| {
             self.events[a]
@@ -401,16 +283,30 @@ impl Prefill {
                 .map(|v| v as f64)
                 .op("cuEventElapsedTime")
         };
+        let names: Vec<&'static str> = PRE_STAGES
+            .iter()
+            .chain(self.plan.stages())
+            .chain(POST_STAGES.iter())
+            .copied()
+            .collect();
+        let ms_all = (0..last)
+            .map(|i| ms(i, i + 1))
+            .collect::<Result<Vec<_>>>()?;
         Ok(StageTimes {
-            route: ms(0, 1)?,
-            scatter: ms(1, 2)?,
-            tiles: ms(2, 3)?,
-            gate_up: ms(3, 4)?,
-            swiglu_quant: ms(4, 5)?,
-            down: ms(5, 6)?,
-            combine: ms(6, 7)?,
-            total: ms(0, 7)?,
+            names,
+            ms: ms_all,
+            total: ms(0, last)?,
         })
+    }
+
+    /// The expert path this pipeline runs.
+    pub fn path(&self) -> ExpertPath {
+        self.plan.path()
+    }
+
+    /// A line on the path's configuration and the last run's work items.
+    pub fn describe(&self) -> String {
+        self.plan.describe()
     }
 
     /// The stage outputs of the last run, downloaded (for comparison with the reference).
@@ -420,12 +316,12 @@ impl Prefill {
         let cut_u32 = |v: Vec<u32>, n: usize| v.into_iter().take(n).collect::<Vec<_>>();
         let cut_f32 = |v: Vec<f32>, n: usize| v.into_iter().take(n).collect::<Vec<_>>();
         let xq_chunks = s.hidden_padded() / MMQ_BLOCK_VALUES;
-        let hq_chunks = padded_k(s.ffn) / MMQ_BLOCK_VALUES;
         let blocks = |buf: &CudaSlice<u8>, chunks: usize| -> Result<Vec<u8>> {
             // The buffer is laid out for cap rows; the run used n_cols = rows.
             let v = gpu.download(buf)?;
-            Ok(v[..chunks * rows * BLOCK_BYTES].to_vec())
+            Ok(v[..chunks * rows * Q8_1_MMQ_BYTES].to_vec())
         };
+        let inter = self.plan.intermediates(gpu, rows)?;
         Ok(GpuStages {
             ids: cut_u32(gpu.download(&self.ids)?, rows),
             weights: cut_f32(gpu.download(&self.weights)?, rows),
@@ -433,8 +329,8 @@ impl Prefill {
             row_token: cut_u32(gpu.download(&self.row_token)?, rows),
             row_dst: cut_u32(gpu.download(&self.row_dst)?, rows),
             xq: blocks(&self.xq, xq_chunks)?,
-            gu: cut_f32(gpu.download(&self.gu)?, rows * 2 * s.ffn),
-            hq: blocks(&self.hq, hq_chunks)?,
+            gu: inter.gu,
+            hq: inter.hq,
             dm: cut_f32(gpu.download(&self.dm)?, rows * s.hidden),
             out: cut_f32(gpu.download(&self.out)?, self.n_tokens * s.hidden),
         })
@@ -467,16 +363,10 @@ impl Prefill {
         tail_u8(
             "xq",
             gpu.download(&self.xq)?,
-            s.hidden_padded() / MMQ_BLOCK_VALUES * rows * BLOCK_BYTES,
+            s.hidden_padded() / MMQ_BLOCK_VALUES * rows * Q8_1_MMQ_BYTES,
             &mut bad,
         );
-        tail_u8("gu", f32s(&self.gu)?, rows * 2 * s.ffn * 4, &mut bad);
-        tail_u8(
-            "hq",
-            gpu.download(&self.hq)?,
-            padded_k(s.ffn) / MMQ_BLOCK_VALUES * rows * BLOCK_BYTES,
-            &mut bad,
-        );
+        bad.extend(self.plan.written_past_end(gpu, byte, rows)?);
         tail_u8("dm", f32s(&self.dm)?, rows * s.hidden * 4, &mut bad);
         tail_u8(
             "out",
@@ -503,8 +393,9 @@ pub struct GpuStages {
     pub row_token: Vec<u32>,
     pub row_dst: Vec<u32>,
     pub xq: Vec<u8>,
-    pub gu: Vec<f32>,
-    pub hq: Vec<u8>,
+    /// Gate/up product and H, where the path writes them to global memory (MMQ; not fused).
+    pub gu: Option<Vec<f32>>,
+    pub hq: Option<Vec<u8>>,
     pub dm: Vec<f32>,
     pub out: Vec<f32>,
 }

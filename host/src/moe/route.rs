@@ -6,7 +6,7 @@ use gpu::layout::{MAX_EXPERTS, RouteParams};
 
 use crate::device::{Gpu, KArg, dptr};
 use crate::error::{DriverOp, Error, Result, shape};
-use crate::reference::route::RouteParams as Rule;
+use crate::problem::RouteRule as Rule;
 
 /// Checks the routing rule against the kernel's limits.
 pub fn check(rule: &Rule) -> Result<()> {

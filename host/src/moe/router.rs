@@ -3,7 +3,7 @@
 //! these logits (`moe_route`). Router weights of a GGUF file are f32, f16 or bf16.
 
 use crate::error::{Error, Result};
-use crate::reference::par_chunks_mut;
+use crate::par::par_chunks_mut;
 
 /// Router weights as f32 from a GGUF tensor's bytes of ggml type `ty` (0 f32, 1 f16, 30 bf16).
 pub fn router_weights_f32(ty: u32, bytes: &[u8]) -> Result<Vec<f32>> {

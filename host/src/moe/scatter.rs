@@ -2,7 +2,10 @@
 //! CPU twin: host/src/reference/scatter.rs.
 
 use cudarc::driver::{LaunchConfig, PushKernelArg};
-use gpu::layout::{MAX_EXPERTS, QUANT_BLOCK_THREADS, SCATTER_CHUNK, ScatterParams};
+use gpu::layout::{
+    MAX_EXPERTS, QUANT_BLOCK_THREADS, SCATTER_CHUNK, SCATTER_COUNT_THREADS,
+    SCATTER_OFFSETS_THREADS, SCATTER_PLACE_THREADS, ScatterParams,
+};
 
 use crate::device::{Gpu, KArg};
 use crate::error::{DriverOp, Result, shape};
@@ -64,7 +67,7 @@ pub unsafe fn launch(gpu: &Gpu, p: ScatterParams) -> Result<()> {
         // Only the (all-zero) expert bounds.
         let cfg = LaunchConfig {
             grid_dim: (1, 1, 1),
-            block_dim: (1024, 1, 1),
+            block_dim: (SCATTER_OFFSETS_THREADS as u32, 1, 1),
             shared_mem_bytes: smem,
         };
         // SAFETY: with no tokens the kernel only writes n_experts + 1 bounds.
@@ -86,15 +89,23 @@ pub unsafe fn launch(gpu: &Gpu, p: ScatterParams) -> Result<()> {
     unsafe {
         s.launch_builder(&k.moe_scatter_count)
             .arg(&arg)
-            .launch(cfg((n_chunks as u32, 1, 1), 256, smem))
+            .launch(cfg(
+                (n_chunks as u32, 1, 1),
+                SCATTER_COUNT_THREADS as u32,
+                smem,
+            ))
             .op("launch moe_scatter_count")?;
         s.launch_builder(&k.moe_scatter_offsets)
             .arg(&arg)
-            .launch(cfg((1, 1, 1), 1024, smem))
+            .launch(cfg((1, 1, 1), SCATTER_OFFSETS_THREADS as u32, smem))
             .op("launch moe_scatter_offsets")?;
         s.launch_builder(&k.moe_scatter_place)
             .arg(&arg)
-            .launch(cfg((n_chunks as u32, 1, 1), 32, smem))
+            .launch(cfg(
+                (n_chunks as u32, 1, 1),
+                SCATTER_PLACE_THREADS as u32,
+                smem,
+            ))
             .op("launch moe_scatter_place")?;
         s.launch_builder(&k.moe_scatter_quantize)
             .arg(&arg)

@@ -3,66 +3,19 @@
 
 use cudarc::driver::{CudaSlice, LaunchConfig, PushKernelArg};
 use gpu::layout::{
-    ActLayout, BlockQ8_1Mmq, MMQ_BLOCK_VALUES, QuantizeParams, SwigluParams, SwigluQuantParams,
-    act_layout_of_ggml_type, padded_k, quant_block_warps,
+    ActLayout, MMQ_BLOCK_VALUES, Q8_1_MMQ_BYTES, QuantizeParams, SwigluParams, SwigluQuantParams,
+    act_layout_of_ggml_type, quant_block_warps,
 };
 
 use crate::device::{Gpu, KArg, dptr};
 use crate::error::{DriverOp, Error, Result, shape};
 use crate::ggml::type_name;
 
-const BLOCK_BYTES: usize = size_of::<BlockQ8_1Mmq>();
+use crate::problem::SwigluQuantShape;
+
+const BLOCK_BYTES: usize = Q8_1_MMQ_BYTES;
 /// Rows are spread over grid.x.
 const MAX_GRID_X: usize = i32::MAX as usize;
-
-/// What `swiglu_quant` runs on.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct SwigluQuantShape {
-    /// Rows of the gate/up product (T * top_k in a layer).
-    pub n_rows: usize,
-    /// Expert FFN width: gate and up have `ffn` values each; a multiple of 128.
-    pub ffn: usize,
-    /// f32 elements from one gate/up row to the next (>= 2 * ffn, a multiple of 4).
-    pub gu_stride: usize,
-    /// Gate/up interleaved element by element (`g0 u0 g1 u1 ..`) instead of two halves.
-    pub interleaved: bool,
-    /// Rows of the output buffer (>= n_rows).
-    pub n_cols: usize,
-}
-
-impl SwigluQuantShape {
-    /// Dense rows of `2 * ffn`, halves, output exactly `n_rows` rows.
-    pub fn dense(n_rows: usize, ffn: usize, interleaved: bool) -> Self {
-        SwigluQuantShape {
-            n_rows,
-            ffn,
-            gu_stride: 2 * ffn,
-            interleaved,
-            n_cols: n_rows,
-        }
-    }
-    /// f32 elements the gate/up input needs.
-    pub fn gu_len(&self) -> usize {
-        if self.n_rows == 0 {
-            0
-        } else {
-            (self.n_rows - 1) * self.gu_stride + 2 * self.ffn
-        }
-    }
-    /// q8_1 D4 blocks of the output buffer.
-    pub fn out_blocks(&self) -> usize {
-        padded_k(self.ffn) / MMQ_BLOCK_VALUES * self.n_cols
-    }
-    /// Bytes the fused kernel must move: f32 gate/up in, q8_1 blocks out.
-    pub fn fused_bytes(&self) -> u64 {
-        (self.n_rows * 2 * self.ffn * 4
-            + padded_k(self.ffn) / MMQ_BLOCK_VALUES * self.n_rows * BLOCK_BYTES) as u64
-    }
-    /// Bytes the two-kernel form moves: the fused bytes plus H written and read back.
-    pub fn two_kernel_bytes(&self) -> u64 {
-        self.fused_bytes() + 2 * (self.n_rows * self.ffn * 4) as u64
-    }
-}
 
 /// Grid and checked limits of `moe_swiglu_quant` (and of the two-kernel form, same shape).
 #[derive(Clone, Copy, Debug)]

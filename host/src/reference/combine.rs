@@ -3,8 +3,8 @@
 
 use gpu::quant::combine_step;
 
-use crate::moe::shape::Routing;
-use crate::reference::par_chunks_mut;
+use crate::par::par_chunks_mut;
+use crate::problem::Routing;
 
 pub fn combine(dm: &[f32], r: &Routing, hidden: usize) -> Vec<f32> {
     let mut out = vec![0.0f32; r.n_tokens * hidden];

@@ -3,9 +3,9 @@
 
 use gpu::layout::BlockQ8_1Mmq;
 
-use crate::moe::shape::{LayerWeights, MoeShape, RowOrder};
+use crate::par::par_items;
+use crate::problem::{LayerWeights, MoeShape, RowOrder};
 use crate::reference::mmq::{ActRow, DecodedExpert, expert_outputs};
-use crate::reference::par_items;
 
 const ITEM_ROWS: usize = 256;
 

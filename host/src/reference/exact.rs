@@ -3,8 +3,8 @@
 //! MMQ-numerics paths are compared with it by relative RMS.
 
 use crate::formats::ExpertTensor;
-use crate::moe::shape::{LayerWeights, MoeShape, Routing};
-use crate::reference::par_items;
+use crate::par::par_items;
+use crate::problem::{LayerWeights, MoeShape, Routing};
 
 fn dequant_expert(rows: usize, k: usize, row: impl Fn(usize, &mut [f32])) -> Vec<f32> {
     let mut m = vec![0.0f32; rows * k];

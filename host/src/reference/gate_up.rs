@@ -4,9 +4,9 @@
 
 use gpu::layout::BlockQ8_1Mmq;
 
-use crate::moe::shape::{LayerWeights, MoeShape, RowOrder};
+use crate::par::par_items;
+use crate::problem::{LayerWeights, MoeShape, RowOrder};
 use crate::reference::mmq::{ActRow, DecodedExpert, expert_outputs};
-use crate::reference::par_items;
 
 /// Rows of one work item (an expert's rows are split into items of at most this many).
 const ITEM_ROWS: usize = 256;

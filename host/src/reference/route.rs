@@ -10,18 +10,7 @@
 //! - weights = the selected probs; with `norm`, divided by their sum (slot order, clamped below
 //!   at 6.103515625e-5); then multiplied by `scale` unless it is 0 or 1.
 
-use crate::moe::shape::Routing;
-
-/// Parameters of the routing rule.
-#[derive(Clone, Copy, Debug)]
-pub struct RouteParams {
-    pub n_experts: usize,
-    pub top_k: usize,
-    /// `expert_weights_norm`.
-    pub norm: bool,
-    /// `expert_weights_scale` (applied unless 0 or 1).
-    pub scale: f32,
-}
+use crate::problem::{RouteRule, Routing};
 
 /// The butterfly sum of 32 partials (see module doc).
 pub fn butterfly_sum(mut p: [f32; 32]) -> f32 {
@@ -57,7 +46,7 @@ pub fn key(p: f32) -> f32 {
 }
 
 /// Routes `n_tokens` tokens from logits `[n_tokens][n_experts]`.
-pub fn route(logits: &[f32], n_tokens: usize, rp: &RouteParams) -> Routing {
+pub fn route(logits: &[f32], n_tokens: usize, rp: &RouteRule) -> Routing {
     let (e, k) = (rp.n_experts, rp.top_k);
     let mut ids = vec![0u32; n_tokens * k];
     let mut weights = vec![0.0f32; n_tokens * k];
@@ -107,7 +96,7 @@ mod tests {
     #[test]
     fn ties_go_to_the_lower_expert() {
         let logits = [0.0f32, 1.0, 1.0, 0.5, 1.0];
-        let rp = RouteParams {
+        let rp = RouteRule {
             n_experts: 5,
             top_k: 3,
             norm: false,
@@ -116,7 +105,7 @@ mod tests {
         let r = route(&logits, 1, &rp);
         assert_eq!(r.ids, vec![1, 2, 4]);
         assert_eq!(r.weights[0], r.weights[1]);
-        let rp = RouteParams { norm: true, ..rp };
+        let rp = RouteRule { norm: true, ..rp };
         let r = route(&logits, 1, &rp);
         assert!((r.weights.iter().sum::<f32>() - 1.0).abs() < 1e-6);
     }
@@ -124,7 +113,7 @@ mod tests {
     #[test]
     fn nan_and_infinite_logits() {
         // -inf logits get probability 0 and rank after every finite one.
-        let rp = RouteParams {
+        let rp = RouteRule {
             n_experts: 3,
             top_k: 2,
             norm: false,

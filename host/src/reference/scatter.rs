@@ -3,8 +3,9 @@
 
 use gpu::layout::{BlockQ8_1Mmq, MMQ_BLOCK_VALUES};
 
-use crate::moe::shape::{Routing, RowOrder};
-use crate::reference::{par_map, swiglu_quant::quantize_row};
+use crate::par::par_map;
+use crate::problem::{Routing, RowOrder};
+use crate::reference::swiglu_quant::quantize_row;
 
 /// Quantized activations `[hidden_padded / 128][n_rows]` in compact row order, from
 /// `x[n_tokens][hidden]`.

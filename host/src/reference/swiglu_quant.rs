@@ -4,8 +4,8 @@
 use gpu::layout::{BlockQ8_1Mmq, MMQ_BLOCK_VALUES, QK8_1, padded_k};
 use gpu::quant::{quantize_group_q8_1, swiglu};
 
-use crate::moe::swiglu_quant::SwigluQuantShape;
-use crate::reference::{par_chunks_mut, par_map};
+use crate::par::{par_chunks_mut, par_map};
+use crate::problem::SwigluQuantShape;
 
 /// Gate and up value `j` of a row of the gate/up product.
 fn gate_up(row: &[f32], ffn: usize, j: usize, interleaved: bool) -> (f32, f32) {

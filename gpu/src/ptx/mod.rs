@@ -1,7 +1,10 @@
-//! The only file with inline PTX. One instruction (or one fixed sequence) per function; each
-//! names its PTX instruction (PTX ISA 8.x section in brackets).
+//! The only module with inline PTX (this file and `copy.rs`). One instruction (or one fixed
+//! sequence) per function; each names its PTX instruction (PTX ISA 8.x section in brackets).
 
 use core::arch::asm;
+
+mod copy;
+pub use copy::*;
 
 /// `%tid.x` [10.13 special registers].
 #[inline(always)]

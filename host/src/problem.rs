@@ -1,7 +1,9 @@
-//! What one MoE layer's prefill works on: the shape, the weights (borrowed where they lie), the
-//! routing, and the expert-sorted row order every product uses.
+//! The problem both sides share - what one MoE layer's prefill works on: the shape, the
+//! weights (borrowed where they lie), the routing and its rule, the expert-sorted row order
+//! every product uses, and the swiglu_quant shape. The launchers (`moe/`) and the CPU reference
+//! (`reference/`) import this module and never each other.
 
-use gpu::layout::{MMQ_BLOCK_VALUES, WType, padded_k};
+use gpu::layout::{BlockQ8_1Mmq, MMQ_BLOCK_VALUES, WType, padded_k};
 
 use crate::error::{Error, Result, shape};
 use crate::formats::ExpertTensor;
@@ -245,5 +247,66 @@ impl RowOrder {
     /// Rows of expert e.
     pub fn rows_of(&self, e: usize) -> std::ops::Range<usize> {
         self.expert_bounds[e] as usize..self.expert_bounds[e + 1] as usize
+    }
+}
+
+/// Parameters of the routing rule.
+#[derive(Clone, Copy, Debug)]
+pub struct RouteRule {
+    pub n_experts: usize,
+    pub top_k: usize,
+    /// `expert_weights_norm`.
+    pub norm: bool,
+    /// `expert_weights_scale` (applied unless 0 or 1).
+    pub scale: f32,
+}
+
+/// What `swiglu_quant` runs on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SwigluQuantShape {
+    /// Rows of the gate/up product (T * top_k in a layer).
+    pub n_rows: usize,
+    /// Expert FFN width: gate and up have `ffn` values each; a multiple of 128.
+    pub ffn: usize,
+    /// f32 elements from one gate/up row to the next (>= 2 * ffn, a multiple of 4).
+    pub gu_stride: usize,
+    /// Gate/up interleaved element by element (`g0 u0 g1 u1 ..`) instead of two halves.
+    pub interleaved: bool,
+    /// Rows of the output buffer (>= n_rows).
+    pub n_cols: usize,
+}
+
+impl SwigluQuantShape {
+    /// Dense rows of `2 * ffn`, halves, output exactly `n_rows` rows.
+    pub fn dense(n_rows: usize, ffn: usize, interleaved: bool) -> Self {
+        SwigluQuantShape {
+            n_rows,
+            ffn,
+            gu_stride: 2 * ffn,
+            interleaved,
+            n_cols: n_rows,
+        }
+    }
+    /// f32 elements the gate/up input needs.
+    pub fn gu_len(&self) -> usize {
+        if self.n_rows == 0 {
+            0
+        } else {
+            (self.n_rows - 1) * self.gu_stride + 2 * self.ffn
+        }
+    }
+    /// q8_1 D4 blocks of the output buffer.
+    pub fn out_blocks(&self) -> usize {
+        padded_k(self.ffn) / MMQ_BLOCK_VALUES * self.n_cols
+    }
+    /// Bytes the fused kernel must move: f32 gate/up in, q8_1 blocks out.
+    pub fn fused_bytes(&self) -> u64 {
+        (self.n_rows * 2 * self.ffn * 4
+            + padded_k(self.ffn) / MMQ_BLOCK_VALUES * self.n_rows * size_of::<BlockQ8_1Mmq>())
+            as u64
+    }
+    /// Bytes the two-kernel form moves: the fused bytes plus H written and read back.
+    pub fn two_kernel_bytes(&self) -> u64 {
+        self.fused_bytes() + 2 * (self.n_rows * self.ffn * 4) as u64
     }
 }

@@ -1,0 +1,174 @@
+//! The fused int8 expert kernels `moe_experts_<gate_up>_fused`: per CTA one expert and up to
+//! `FUSED_COLS` (32) of its activation rows; the gate/up product over the hidden size, SwiGLU
+//! and q8_1 quantization of H into shared memory, then the down product from that H, each row's
+//! result written to its (token, slot) row of `dm`. H never goes to global memory.
+//!
+//! Grid: x = one `MmqTile` per CTA (the host orders them largest expert first). Block:
+//! `FUSED_THREADS` = 8 warps (warp tiling: fused/mma.rs). Work: `ffn / 64` gate/up passes of
+//! 128 tile rows (64 features' gate and up rows, interleaved by 8 so that a lane holds the gate
+//! and up of one feature), each over `hidden / (128 sub)` raw stages; then `hidden / 128` down
+//! passes of 128 output rows over `ffn / 128` stages. All stages of both products form one
+//! sequence that the copy pipeline walks `stages - 1` ahead (`cp.async`, fused/load.rs), so the
+//! next pass's weights and the down weights load while the current pass multiplies.
+//! Per 128-value K step: wait for the stage, barrier, decode into the int8 tile, barrier, `mma`.
+//! Shared memory: `layout::FusedSmem` (the host's plan picks `stages` from the device).
+//! Numerics: MMQ's integer sums and float epilogue in ascending K, swiglu_quant's SwiGLU and
+//! q8_1 rule: GU, H and Dm are the MMQ path's bytes.
+//! Launcher: host/src/moe/expert/fused.rs.
+
+mod load;
+mod mma;
+
+use crate::formats::WeightBlock;
+use crate::layout::{
+    BlockIq2S, BlockIq2Xs, BlockIq2Xxs, BlockIq3S, BlockIq3Xxs, BlockIq4Nl, BlockQ2_0, BlockQ8_0,
+    FUSED_COLS, FUSED_FFN_PASS, FUSED_ROWS, FusedParams, FusedSmem, MMQ_KSTEP, MmqTile,
+    Q8_1_MMQ_BYTES, WType, fused_sub_steps,
+};
+use crate::ptx::{cp_async_commit, cp_async_wait, ctaid_x, smem_base, sync_threads, tid_x};
+use load::{Stage, decode_step, issue_stage, row_src};
+use mma::{Acc, mma_step, store_down, swiglu_to_h};
+
+/// Stage `i` of the CTA's sequence: gate/up stages first, then down.
+#[inline(always)]
+fn stage_at(i: u32, total_a: u32, stages_a: u32, stages_b: u32) -> Stage {
+    if i < total_a {
+        Stage {
+            down: false,
+            pass: i / stages_a,
+            k_stage: i % stages_a,
+        }
+    } else {
+        let j = i - total_a;
+        Stage {
+            down: true,
+            pass: j / stages_b,
+            k_stage: j % stages_b,
+        }
+    }
+}
+
+/// The fused expert path for gate/up type `G` and down type `D` (see the module doc).
+///
+/// # Safety
+/// Parameters and buffers as `layout::FusedParams`; launched with `FUSED_THREADS` threads,
+/// `FusedSmem::new(G, D, ffn, stages).total` bytes of dynamic shared memory and one CTA per
+/// tile.
+#[inline(always)]
+unsafe fn experts<G: WeightBlock, D: WeightBlock>(p: &FusedParams) {
+    // SAFETY: one tile per CTA.
+    let tile = unsafe { *(p.tiles as *const MmqTile).add(ctaid_x() as usize) };
+    let sm = FusedSmem::new(G::WTYPE, D::WTYPE, p.ffn as usize, p.stages as usize);
+    let base = smem_base();
+    let sub_g = fused_sub_steps(G::WTYPE) as u32;
+    // Clamped to 1 (the host never passes less): no division-by-zero path in the kernel.
+    let stages_a = (p.hidden / (MMQ_KSTEP as u32 * sub_g)).max(1);
+    let total_a = p.ffn / FUSED_FFN_PASS as u32 * stages_a;
+    let stages_b = (p.ffn / MMQ_KSTEP as u32).max(1);
+    let total = total_a + p.hidden / FUSED_ROWS as u32 * stages_b;
+    let ns = p.stages.max(1);
+    let buf_of = |i: u32| base + (i % ns) * sm.stage_bytes as u32;
+    for i in 0..ns - 1 {
+        if i < total {
+            // SAFETY: stage buffer i; the kernel's contract covers the copies.
+            unsafe {
+                issue_stage::<G, D>(
+                    p,
+                    &tile,
+                    &sm,
+                    buf_of(i),
+                    stage_at(i, total_a, stages_a, stages_b),
+                )
+            };
+        }
+        cp_async_commit();
+    }
+    let tile_smem = base + sm.tile as u32;
+    let scales = base + sm.scales as u32;
+    let h_smem = base + sm.h as u32;
+    let my_row = tid_x() / 2;
+    let mut acc: Acc = [[0.0; 4]; 4];
+    for i in 0..total {
+        // Stage i complete (at most ns - 2 younger groups pending), and visible to all; every
+        // thread is past stage i - 1's decode and product, so its buffer and the tile are free.
+        // (With one stage, stage i is issued below and waited for after the issue.)
+        cp_async_wait(ns.saturating_sub(2));
+        sync_threads();
+        let next = i + ns - 1;
+        if next < total {
+            // SAFETY: buffer (i - 1) % ns, free (see above).
+            unsafe {
+                issue_stage::<G, D>(
+                    p,
+                    &tile,
+                    &sm,
+                    buf_of(next),
+                    stage_at(next, total_a, stages_a, stages_b),
+                )
+            };
+        }
+        cp_async_commit();
+        if ns == 1 {
+            // One buffer: stage i was issued just now; wait for it here.
+            cp_async_wait(0);
+            sync_threads();
+        }
+        let st = stage_at(i, total_a, stages_a, stages_b);
+        let buf = buf_of(i);
+        let src = row_src::<G, D>(p, tile.expert, st, my_row);
+        // SAFETY (both arms): stage i is in `buf`; barriers separate each decode from the
+        // product before and after it.
+        unsafe {
+            if !st.down {
+                for h in 0..sub_g {
+                    if h > 0 {
+                        sync_threads();
+                    }
+                    decode_step::<G>(&sm, base, buf, src, h);
+                    sync_threads();
+                    let acts =
+                        buf + sm.stage_acts as u32 + h * (FUSED_COLS * Q8_1_MMQ_BYTES) as u32;
+                    mma_step::<G>(&mut acc, tile_smem, scales, acts);
+                }
+                if st.k_stage == stages_a - 1 {
+                    swiglu_to_h(&acc, h_smem, st.pass);
+                    acc = [[0.0; 4]; 4];
+                }
+            } else {
+                decode_step::<D>(&sm, base, buf, src, 0);
+                sync_threads();
+                let acts = h_smem + st.k_stage * (FUSED_COLS * Q8_1_MMQ_BYTES) as u32;
+                mma_step::<D>(&mut acc, tile_smem, scales, acts);
+                if st.k_stage == stages_b - 1 {
+                    store_down(&acc, &tile, st.pass, p.dm, p.row_dst, p.hidden);
+                    acc = [[0.0; 4]; 4];
+                }
+            }
+        }
+    }
+}
+
+macro_rules! fused_kernels {
+    ($(($w:ident, $b:ident, $gate_up:ident, $down:ident, $fused:ident)),* $(,)?) => {$(
+        /// The fused expert path with this gate/up type; the down type (Q2_0, IQ4_NL or Q8_0)
+        /// is `p.down_type`. See the module doc.
+        ///
+        /// # Safety
+        /// As `experts`.
+        #[unsafe(no_mangle)]
+        pub unsafe extern "ptx-kernel" fn $fused(p: FusedParams) {
+            // SAFETY: forwarded contract; a down type outside the three launches nothing (the
+            // host's plan refuses it first).
+            unsafe {
+                match WType::from_id(p.down_type) {
+                    Some(WType::Q2_0) => experts::<$b, BlockQ2_0>(&p),
+                    Some(WType::Iq4Nl) => experts::<$b, BlockIq4Nl>(&p),
+                    Some(WType::Q8_0) => experts::<$b, BlockQ8_0>(&p),
+                    _ => {}
+                }
+            }
+        }
+    )*};
+}
+
+crate::for_each_format!(fused_kernels);

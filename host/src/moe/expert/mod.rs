@@ -1,0 +1,132 @@
+//! The expert products as a layer of their own: everything between the scatter (q8_1 rows
+//! per expert) and the combine (weighted sum of each token's down rows). A path is a plan -
+//! built from the layer's shape and the device, owning its scratch buffers and its stage list -
+//! behind [`ExpertPlan`]; `moe/prefill.rs` runs whichever plan `moe/path.rs` chose and knows
+//! nothing of what is inside. Every path writes the same bytes into `dm`.
+//!
+//! Adding a path: a file here with a plan implementing [`ExpertPlan`], a variant of
+//! `ExpertPath` and its arms in `path.rs` (eligibility, the plan's constructor).
+
+pub mod fused;
+pub mod mmq;
+
+use crate::device::Gpu;
+use crate::error::Result;
+use crate::moe::layer::DeviceLayer;
+use crate::moe::path::ExpertPath;
+
+/// What the pipeline hands a path: device addresses of the scatter's outputs and of `dm`.
+#[derive(Clone, Copy, Debug)]
+pub struct ExpertIo {
+    /// q8_1 D4 activations `[hidden_padded / 128][n_rows_cap]`, compact (expert-sorted) rows.
+    pub xq: u64,
+    /// Rows of `xq`'s buffer (its column count in MMQ terms).
+    pub xq_cols: usize,
+    /// `[n_rows]`: compact row -> token * top_k + slot.
+    pub row_dst: u64,
+    /// `*mut f32` `[n_tokens * top_k][hidden]`: the down product's rows.
+    pub dm: u64,
+    /// Rows of this run (T * top_k).
+    pub n_rows: usize,
+}
+
+/// Intermediate results a path leaves in global memory (tests compare them with the
+/// reference); a fused path has none.
+#[derive(Default)]
+pub struct Intermediates {
+    /// Gate/up product `[n_rows][2 ffn]` f32, compact order.
+    pub gu: Option<Vec<f32>>,
+    /// H as q8_1 D4 blocks `[padded(ffn) / 128][n_rows]`, raw bytes.
+    pub hq: Option<Vec<u8>>,
+}
+
+/// One expert path's plan for a layer shape and a row capacity.
+pub trait ExpertPlan {
+    fn path(&self) -> ExpertPath;
+    /// Stage names in launch order (for tables: "gate_up", "experts", ...).
+    fn stages(&self) -> &'static [&'static str];
+    /// Builds the work list from the expert bounds (`[n_experts + 1]`, host copy) and uploads it
+    /// (part of the pipeline's "tiles" stage).
+    fn prepare(&mut self, gpu: &Gpu, bounds: &[u32]) -> Result<()>;
+    /// Queues the stages; `mark(i)` records the end of stage i.
+    fn launch(
+        &mut self,
+        gpu: &Gpu,
+        layer: &DeviceLayer,
+        io: &ExpertIo,
+        mark: &mut dyn FnMut(usize) -> Result<()>,
+    ) -> Result<()>;
+    /// CTAs (work items) of the last prepared run.
+    fn work_items(&self) -> usize;
+    /// A line on how the plan is configured (tile width, stages, occupancy).
+    fn describe(&self) -> String;
+    /// Fills the plan's scratch buffers with `byte`.
+    fn poison(&mut self, gpu: &Gpu, byte: u8) -> Result<()>;
+    /// The intermediates of the last run of `n_rows` rows.
+    fn intermediates(&self, gpu: &Gpu, n_rows: usize) -> Result<Intermediates>;
+    /// Names of scratch buffers written past the last run's extent (guard check).
+    fn written_past_end(&self, gpu: &Gpu, byte: u8, n_rows: usize) -> Result<Vec<&'static str>>;
+}
+
+/// The work list of an expert-row path: for each expert, its rows `bounds[e] .. bounds[e + 1]`
+/// in pieces of at most `width`; with `largest_first`, experts with more rows come first (ties
+/// by expert id), so that the longest CTAs start first and the tail is short.
+pub fn tiles_from_bounds(
+    bounds: &[u32],
+    width: usize,
+    largest_first: bool,
+) -> Vec<gpu::layout::MmqTile> {
+    let n_experts = bounds.len().saturating_sub(1);
+    let mut order: Vec<usize> = (0..n_experts).collect();
+    if largest_first {
+        order.sort_by_key(|&e| std::cmp::Reverse(bounds[e + 1].saturating_sub(bounds[e])));
+    }
+    let mut t = Vec::new();
+    for e in order {
+        let (mut c, end) = (bounds[e], bounds[e + 1]);
+        while c < end {
+            let n = (end - c).min(width as u32);
+            t.push(gpu::layout::MmqTile {
+                expert: e as u32,
+                col_start: c,
+                n_cols: n,
+                _pad: 0,
+            });
+            c += n;
+        }
+    }
+    t
+}
+
+/// Upper bound of the tile count for `n_rows` rows over `n_experts` experts, `width` per tile.
+pub fn max_tiles(n_rows: usize, n_experts: usize, width: usize) -> usize {
+    n_rows.div_ceil(width) + n_experts
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tiles_cover_rows_and_skip_empty_experts() {
+        let bounds = [0u32, 0, 130, 130, 131, 200];
+        let t = tiles_from_bounds(&bounds, 64, false);
+        let want = [
+            (1, 0, 64),
+            (1, 64, 64),
+            (1, 128, 2),
+            (3, 130, 1),
+            (4, 131, 64),
+            (4, 195, 5),
+        ];
+        assert_eq!(t.len(), want.len());
+        for (t, w) in t.iter().zip(want) {
+            assert_eq!((t.expert, t.col_start, t.n_cols), w);
+        }
+        assert!(t.len() <= max_tiles(200, 5, 64));
+        let big = tiles_from_bounds(&bounds, 32, true);
+        let order: Vec<u32> = big.iter().map(|t| t.expert).collect();
+        assert_eq!(order, [1, 1, 1, 1, 1, 4, 4, 4, 3]);
+        assert_eq!(big.iter().map(|t| t.n_cols).sum::<u32>(), 200);
+    }
+}

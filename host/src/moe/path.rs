@@ -1,0 +1,147 @@
+//! Which expert path runs a layer: [`eligible`] says what may run (with the reason when not),
+//! [`preferred`] what `--path auto` picks, [`plan`] builds the chosen path's plan. The choice
+//! never changes bytes: every path gives the reference's.
+
+use crate::device::{DeviceLimits, Gpu};
+use crate::error::{Error, Result};
+use crate::moe::expert::ExpertPlan;
+use crate::moe::expert::fused::{self, FusedPlan};
+use crate::moe::expert::mmq::{self, MmqPlan};
+use crate::problem::MoeShape;
+
+/// The expert paths of the system.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ExpertPath {
+    /// Per-group MMQ: gate/up, swiglu_quant, down as three launches (GU and H in global memory).
+    Mmq,
+    /// Fused int8 experts: one launch, H in shared memory.
+    Fused,
+    /// Weight-stationary experts (a thread per weight row, integer arithmetic only).
+    Ws,
+}
+
+impl ExpertPath {
+    pub const ALL: [ExpertPath; 3] = [ExpertPath::Mmq, ExpertPath::Fused, ExpertPath::Ws];
+
+    /// The name the CLI, tables and bench ids use.
+    pub const fn name(self) -> &'static str {
+        match self {
+            ExpertPath::Mmq => "mmq",
+            ExpertPath::Fused => "fused",
+            ExpertPath::Ws => "ws",
+        }
+    }
+}
+
+/// A path forced by the user, or the preferred eligible one.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PathChoice {
+    Auto,
+    Only(ExpertPath),
+}
+
+impl std::str::FromStr for PathChoice {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<Self> {
+        if s == "auto" {
+            return Ok(PathChoice::Auto);
+        }
+        ExpertPath::ALL
+            .into_iter()
+            .find(|p| p.name() == s)
+            .map(PathChoice::Only)
+            .ok_or_else(|| {
+                Error::Unsupported(format!("unknown path {s:?}: mmq, fused, ws or auto"))
+            })
+    }
+}
+
+/// Whether `path` can run a layer of shape `s` on a device with limits `dev`; the error says
+/// why not.
+pub fn eligible(path: ExpertPath, s: &MoeShape, dev: &DeviceLimits) -> Result<()> {
+    s.check()?;
+    match path {
+        ExpertPath::Mmq => mmq::eligible(s),
+        ExpertPath::Fused => fused::eligible(s, dev),
+        ExpertPath::Ws => Err(Error::Unsupported(
+            "the weight-stationary path is not built yet".into(),
+        )),
+    }
+}
+
+/// The path `--path auto` takes: the fastest eligible one by the H200 measurements in
+/// BENCHMARKS.md (the fused path where it can run, else MMQ).
+pub fn preferred(s: &MoeShape, dev: &DeviceLimits) -> ExpertPath {
+    [ExpertPath::Fused, ExpertPath::Mmq]
+        .into_iter()
+        .find(|&p| eligible(p, s, dev).is_ok())
+        .unwrap_or(ExpertPath::Mmq)
+}
+
+/// Resolves a choice to a path, with the reason (for the CLI's report).
+pub fn resolve(
+    choice: PathChoice,
+    s: &MoeShape,
+    dev: &DeviceLimits,
+) -> Result<(ExpertPath, String)> {
+    match choice {
+        PathChoice::Only(p) => {
+            eligible(p, s, dev).map_err(|e| {
+                Error::Unsupported(format!("path {} cannot run this layer: {e}", p.name()))
+            })?;
+            Ok((p, "forced by --path".into()))
+        }
+        PathChoice::Auto => {
+            let p = preferred(s, dev);
+            let why = ExpertPath::ALL
+                .into_iter()
+                .filter(|&q| q != p)
+                .map(|q| match eligible(q, s, dev) {
+                    Ok(()) => format!("{} eligible", q.name()),
+                    Err(e) => format!("{} not eligible: {e}", q.name()),
+                })
+                .collect::<Vec<_>>()
+                .join("; ");
+            Ok((p, format!("auto: fastest eligible on the H200 ({why})")))
+        }
+    }
+}
+
+/// Builds the plan of `path` for layers of shape `s` and up to `cap_rows` rows (T x top_k).
+pub fn plan(
+    path: ExpertPath,
+    gpu: &Gpu,
+    s: &MoeShape,
+    cap_rows: usize,
+) -> Result<Box<dyn ExpertPlan>> {
+    eligible(path, s, &gpu.limits())?;
+    Ok(match path {
+        ExpertPath::Mmq => Box::new(MmqPlan::new(gpu, s, cap_rows)?),
+        ExpertPath::Fused => Box::new(FusedPlan::new(gpu, s, cap_rows)?),
+        ExpertPath::Ws => unreachable!("refused by eligible above"),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn choice_parses_and_auto_prefers_fused() {
+        assert_eq!("auto".parse::<PathChoice>().unwrap(), PathChoice::Auto);
+        assert_eq!(
+            "fused".parse::<PathChoice>().unwrap(),
+            PathChoice::Only(ExpertPath::Fused)
+        );
+        assert!("fast".parse::<PathChoice>().is_err());
+        let dev = DeviceLimits::default();
+        assert_eq!(preferred(&MoeShape::REFERENCE, &dev), ExpertPath::Fused);
+        let iq_down = MoeShape {
+            ffn: 1024,
+            down_type: gpu::layout::WType::Iq2Xxs,
+            ..MoeShape::REFERENCE
+        };
+        assert_eq!(preferred(&iq_down, &dev), ExpertPath::Mmq);
+        assert!(resolve(PathChoice::Only(ExpertPath::Ws), &MoeShape::REFERENCE, &dev).is_err());
+    }
+}
