@@ -1,6 +1,6 @@
 //! The eight weight formats decoded to MMQ's int8 form: for each 32-value group of a block, the
 //! 32 int8 values in natural K order (4 per u32, value k in byte k % 4 of word k / 4) and the f32
-//! scale(s) MMQ's tile loader produces (ggml-reference.md §2, §4). Every decoded weight is exactly
+//! scale(s) MMQ's tile loader produces (docs/ggml-reference.md §2, §4). Every decoded weight is exactly
 //! `q * scale` (§2, "exactness property"), so `dequant` below is exact too.
 //!
 //! One source for kernels and the CPU reference. Indices into a block are masked to their range

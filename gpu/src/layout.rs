@@ -2,7 +2,7 @@
 //! tile constants, and one `#[repr(C)]` parameter struct per kernel (the host passes it by value;
 //! field order lives here only).
 //!
-//! Block formats: ggml's `ggml-common.h` (ggml-reference.md §2, §3). Sizes are checked at compile
+//! Block formats: ggml's `ggml-common.h` (docs/ggml-reference.md §2, §3). Sizes are checked at compile
 //! time below.
 
 use core::mem::size_of;
@@ -242,7 +242,7 @@ impl WType {
     }
 
     /// Values per weight scale inside MMQ's integer sums: 16 for IQ2_XS and IQ2_S (their "Q8_0_16"
-    /// epilogue, ggml-reference.md §5.1), 32 for the others.
+    /// epilogue, docs/ggml-reference.md §5.1), 32 for the others.
     pub const fn scale_values(self) -> usize {
         match self {
             WType::Iq2Xs | WType::Iq2S => 16,
@@ -271,7 +271,7 @@ impl WType {
 }
 
 /// How MMQ lays out the q8_1 activations a weight type reads (`mmq_get_q8_1_ds_layout`,
-/// ggml-reference.md §3.2).
+/// docs/ggml-reference.md §3.2).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ActLayout {
     /// Four f32 scales per 128 values, no sums. Every [`WType`] reads this.

@@ -20,7 +20,7 @@ pub unsafe extern "ptx-kernel" fn probe_params_echo(
     unsafe { out.write(p) };
 }
 
-/// ggml's `quantize_mmq_q8_1` D4 arithmetic under `-use_fast_math` (ggml-reference.md §3.3):
+/// ggml's `quantize_mmq_q8_1` D4 arithmetic under `-use_fast_math` (docs/ggml-reference.md §3.3):
 /// `d_inv = 127 * rcp.approx(amax)`, `q = roundf(x * d_inv)`, `d = rcp.approx(d_inv)`, all FTZ.
 /// One thread per 32-value group; writes the group's d and 32 int8.
 ///

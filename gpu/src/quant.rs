@@ -6,7 +6,7 @@
 //! GPU and the CPU produce the same bits.
 //!
 //! Where ggml's CUDA build differs (it is compiled with `-use_fast_math`: approximate reciprocal
-//! and `ex2`, flush-to-zero; ggml-reference.md §3.3, §8.3, §11) this is noted at the function;
+//! and `ex2`, flush-to-zero; docs/ggml-reference.md §3.3, §8.3, §11) this is noted at the function;
 //! README.md gives the measured size of the difference.
 
 /// `a * b + c` with a single rounding (`fma.rn.f32` on the GPU, libm's exact `fmaf` on the host).
@@ -113,7 +113,7 @@ fn exp_reduced(xc: f32) -> (f32, f32) {
 /// clamped to [-104, 89] first (e^-104 rounds to 0, e^89 overflows). Error under 2 ulp over the
 /// whole range (checked against f64 in the tests); NaN returns NaN.
 ///
-/// ggml's CUDA build uses `ex2.approx.ftz(x * log2 e)` instead (ggml-reference.md §8.3).
+/// ggml's CUDA build uses `ex2.approx.ftz(x * log2 e)` instead (docs/ggml-reference.md §8.3).
 #[inline(always)]
 pub fn exp(x: f32) -> f32 {
     // max/min skip NaN: a NaN input computes e^-104 here and is returned as itself at the end
@@ -128,7 +128,7 @@ pub fn exp(x: f32) -> f32 {
     if x.is_nan() { x } else { e }
 }
 
-/// SiLU(g) * u, ggml's SwiGLU element (`x / (1 + expf(-x)) * g`, ggml-reference.md §8.3) in exact
+/// SiLU(g) * u, ggml's SwiGLU element (`x / (1 + expf(-x)) * g`, docs/ggml-reference.md §8.3) in exact
 /// IEEE arithmetic: true division, our `exp`. ggml's CUDA build computes `x * rcp(1 + ex2(..))`
 /// with approximate `rcp`/`ex2`; README.md gives the measured difference.
 #[inline(always)]
@@ -250,7 +250,7 @@ pub fn small_i32_to_f32(c: i32) -> f32 {
 }
 
 /// One step of MMQ's float epilogue for the "Q8_0-style" types (Q8_0, Q2_0, IQ4_NL, IQ2_XXS,
-/// IQ3_XXS, IQ3_S; ggml-reference.md §5.1): `acc = fma(C * dA, dB, acc)`, where C is the exact
+/// IQ3_XXS, IQ3_S; docs/ggml-reference.md §5.1): `acc = fma(C * dA, dB, acc)`, where C is the exact
 /// int32 sum of one 32-value group, dA its weight scale and dB its activation scale.
 #[inline(always)]
 pub fn mmq_step_32(acc: f32, c: i32, da: f32, db: f32) -> f32 {
@@ -269,7 +269,7 @@ pub fn mmq_step_16(acc: f32, c0: i32, c1: i32, da0: f32, da1: f32, db: f32) -> f
 
 /// The MoE weighted sum of one output value over a token's top-k slots, in slot order:
 /// `acc = e_0 * w_0`, then `acc = fma(e_s, w_s, acc)` (ggml's fused CUDA reduction,
-/// ggml-reference.md §8.3).
+/// docs/ggml-reference.md §8.3).
 #[inline(always)]
 pub fn combine_step(acc: f32, e: f32, w: f32, first: bool) -> f32 {
     if first { e * w } else { fma(e, w, acc) }
@@ -527,7 +527,7 @@ mod accuracy {
     use super::*;
 
     /// Our SwiGLU against SwiGLU in f64, x and g ~ N(0, 4^2) (the distribution of
-    /// ggml-reference.md §8.3's measurement of ggml's fast-math form): the ulp histogram is
+    /// docs/ggml-reference.md §8.3's measurement of ggml's fast-math form): the ulp histogram is
     /// printed for README, and the error is bounded.
     #[test]
     fn swiglu_within_a_few_ulp_of_f64() {

@@ -203,7 +203,7 @@ impl Routing {
 }
 
 /// The (token, slot) rows sorted by expert, tokens ascending within an expert (as
-/// `mm_ids_helper`, ggml-reference.md §7.3). Row c of the products ("compact" order) is
+/// `mm_ids_helper`, docs/ggml-reference.md §7.3). Row c of the products ("compact" order) is
 /// `(row_token[c], row_slot[c])`; expert e owns rows `expert_bounds[e] .. expert_bounds[e + 1]`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct RowOrder {

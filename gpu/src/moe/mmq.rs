@@ -1,6 +1,6 @@
 //! The MMQ products (gate/up and down): int8 `mma` over expert-sorted activation rows, exact
 //! integer sums per 32 (or 16) values, MMQ's float epilogue in ascending K
-//! (`gpu::quant::mmq_step_32` / `mmq_step_16`, ggml-reference.md §5.1).
+//! (`gpu::quant::mmq_step_32` / `mmq_step_16`, docs/ggml-reference.md §5.1).
 //!
 //! Grid: x = one `MmqTile` (expert, up to 64 activation rows) per CTA, built by the host from
 //! the expert bounds so that no CTA is launched without rows; y = 128-row tile of the output

@@ -14,7 +14,7 @@ use gpu::layout::{
 use crate::error::{Result, shape};
 
 /// A 3-D expert tensor as GGUF stores it: `n_experts` matrices of `n_rows` rows of `k` values,
-/// expert e's row r at byte `(e * n_rows + r) * row_bytes` (ggml-reference.md §8.1).
+/// expert e's row r at byte `(e * n_rows + r) * row_bytes` (docs/ggml-reference.md §8.1).
 #[derive(Clone, Copy, Debug)]
 pub struct ExpertTensor<'a> {
     pub wtype: WType,

@@ -1,7 +1,7 @@
 //! The MMQ product of one expert on the CPU: exact integer sums per 32 values (per 16 inside the
 //! term for IQ2_XS / IQ2_S), then the float epilogue `gpu::quant::mmq_step_32` /
 //! `mmq_step_16` over the groups in ascending K from +0.0, no split of K
-//! (ggml-reference.md §5.1, §6.2). Shared by the gate/up and down references.
+//! (docs/ggml-reference.md §5.1, §6.2). Shared by the gate/up and down references.
 
 use gpu::layout::{BlockQ8_1Mmq, QK8_1};
 use gpu::quant::{mmq_step_16, mmq_step_32};

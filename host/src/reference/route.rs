@@ -1,5 +1,5 @@
 //! CPU reference of `route`: router logits -> softmax -> top-k -> weights, as llama.cpp's
-//! `build_moe_ffn` does for softmax gating (ggml-reference.md §8.2), in our exact numerics and in
+//! `build_moe_ffn` does for softmax gating (docs/ggml-reference.md §8.2), in our exact numerics and in
 //! the fixed reduction order the GPU kernel uses (gpu/src/moe/route.rs):
 //! - max over all logits (order-free), `e_i = exp(l_i - max)`;
 //! - sum: 32 partial sums, partial `l` = e_l + e_{l+32} + ... in ascending index from +0, then
