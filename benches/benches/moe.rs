@@ -174,14 +174,13 @@ fn prefill_summary(copy_gbs: f64) {
         }
     }
     let s = MoeShape::REFERENCE;
-    println!(
-        "floors (reference shape): weights read once {:.3} ms at {:.0} GB/s read (Q2_0 pack, {} MB); int8 work at T=16384: {:.2} ms at 1,285 TOPS (mma.sync), {:.2} ms at 630 TOPS (cuBLASLt)",
-        s.weight_bytes() as f64 / (copy_gbs / 2.0 * 1e9) * 1e3,
-        copy_gbs / 2.0,
-        s.weight_bytes() / 1_000_000,
-        s.ops(16384) as f64 / 1.285e15 * 1e3,
-        s.ops(16384) as f64 / 630e12 * 1e3
-    );
+    for t in TOKENS {
+        let (w, m, f) = host::timing::h200_floors_ms(&s, t);
+        println!(
+            "H200 floors at T={t} (reference shape, Q2_0 pack, {} MB): weights read once {w:.3} ms at 4.45 TB/s; int8 work {m:.3} ms at 1,285 TOPS; MMQ scale steps {f:.3} ms of FP32 issue (copy measured here: {copy_gbs:.0} GB/s)",
+            s.weight_bytes() / 1_000_000
+        );
+    }
 }
 
 /// Rows of the swiglu_quant benches: T * top-10 at T = 2,048 / 8,192 / 16,384.

@@ -17,24 +17,25 @@ use crate::tables::{
 
 /// THE list of weight formats: one row per type, as ggml's `mmq_type_traits` table - the
 /// `WType` variant, its block struct (`gpu::layout`), and the names of its kernels: the MMQ
-/// gate/up and down products (gpu/src/moe/mmq.rs) and the fused expert kernel with this type as
-/// gate/up (gpu/src/moe/fused/). The kernels are stamped from it, and so are the host's kernel
+/// gate/up and down products (gpu/src/moe/mmq.rs) and the fused expert kernels with this type as
+/// gate/up, 32- and 64-row tiles (gpu/src/moe/fused/). The kernels are stamped from it, and so are the host's kernel
 /// table and its per-format dispatch (host/src/device.rs), whose exhaustive `match` on `WType`
 /// stops the build when a type has no row.
 ///
-/// `for_each_format!(m)` expands to `m! { (Variant, Block, gate_up_mmq, down_mmq, fused), ... }`.
+/// `for_each_format!(m)` expands to
+/// `m! { (Variant, Block, gate_up_mmq, down_mmq, fused, fused_wide), ... }`.
 #[macro_export]
 macro_rules! for_each_format {
     ($m:ident) => {
         $m! {
-            (Q8_0, BlockQ8_0, moe_gate_up_q8_0_mmq, moe_down_q8_0_mmq, moe_experts_q8_0_fused),
-            (Q2_0, BlockQ2_0, moe_gate_up_q2_0_mmq, moe_down_q2_0_mmq, moe_experts_q2_0_fused),
-            (Iq4Nl, BlockIq4Nl, moe_gate_up_iq4_nl_mmq, moe_down_iq4_nl_mmq, moe_experts_iq4_nl_fused),
-            (Iq2Xxs, BlockIq2Xxs, moe_gate_up_iq2_xxs_mmq, moe_down_iq2_xxs_mmq, moe_experts_iq2_xxs_fused),
-            (Iq2Xs, BlockIq2Xs, moe_gate_up_iq2_xs_mmq, moe_down_iq2_xs_mmq, moe_experts_iq2_xs_fused),
-            (Iq2S, BlockIq2S, moe_gate_up_iq2_s_mmq, moe_down_iq2_s_mmq, moe_experts_iq2_s_fused),
-            (Iq3Xxs, BlockIq3Xxs, moe_gate_up_iq3_xxs_mmq, moe_down_iq3_xxs_mmq, moe_experts_iq3_xxs_fused),
-            (Iq3S, BlockIq3S, moe_gate_up_iq3_s_mmq, moe_down_iq3_s_mmq, moe_experts_iq3_s_fused),
+            (Q8_0, BlockQ8_0, moe_gate_up_q8_0_mmq, moe_down_q8_0_mmq, moe_experts_q8_0_fused, moe_experts_q8_0_fused_wide),
+            (Q2_0, BlockQ2_0, moe_gate_up_q2_0_mmq, moe_down_q2_0_mmq, moe_experts_q2_0_fused, moe_experts_q2_0_fused_wide),
+            (Iq4Nl, BlockIq4Nl, moe_gate_up_iq4_nl_mmq, moe_down_iq4_nl_mmq, moe_experts_iq4_nl_fused, moe_experts_iq4_nl_fused_wide),
+            (Iq2Xxs, BlockIq2Xxs, moe_gate_up_iq2_xxs_mmq, moe_down_iq2_xxs_mmq, moe_experts_iq2_xxs_fused, moe_experts_iq2_xxs_fused_wide),
+            (Iq2Xs, BlockIq2Xs, moe_gate_up_iq2_xs_mmq, moe_down_iq2_xs_mmq, moe_experts_iq2_xs_fused, moe_experts_iq2_xs_fused_wide),
+            (Iq2S, BlockIq2S, moe_gate_up_iq2_s_mmq, moe_down_iq2_s_mmq, moe_experts_iq2_s_fused, moe_experts_iq2_s_fused_wide),
+            (Iq3Xxs, BlockIq3Xxs, moe_gate_up_iq3_xxs_mmq, moe_down_iq3_xxs_mmq, moe_experts_iq3_xxs_fused, moe_experts_iq3_xxs_fused_wide),
+            (Iq3S, BlockIq3S, moe_gate_up_iq3_s_mmq, moe_down_iq3_s_mmq, moe_experts_iq3_s_fused, moe_experts_iq3_s_fused_wide),
         }
     };
 }

@@ -519,8 +519,11 @@ const _: () = assert!(MMQ_SMEM_BYTES <= 48 * 1024);
 /// Weight rows of a fused-path pass (one `mma` tile of the CTA): 128, the warps 2 along the
 /// rows (64 each) x 4 along the columns.
 pub const FUSED_ROWS: usize = 128;
-/// Activation rows (columns) of one fused-path CTA: one 8-column `mma` tile per warp column.
-pub const FUSED_COLS: usize = 32;
+/// Activation rows (columns) of one fused-path CTA per 8-column `mma` tile of a warp: the CTA
+/// has 4 warp columns, each of `nt` tiles, so `FUSED_COL_UNIT * nt` columns.
+pub const FUSED_COL_UNIT: usize = 32;
+/// The tile widths the fused kernels are built for, in n-tiles per warp (`FusedParams::nt`).
+pub const FUSED_NT: [usize; 2] = [1, 2];
 /// Threads of a fused-path CTA: 8 warps.
 pub const FUSED_THREADS: usize = 256;
 /// Gate (and up) features of one gate/up pass: the pass's 128 tile rows hold 64 gate rows and
@@ -554,9 +557,9 @@ pub const fn fused_slot_bytes(w: WType) -> usize {
 
 /// The shared-memory layout of a fused-path CTA for gate/up type `g`, down type `d`, FFN width
 /// `ffn` and `stages` raw stages (byte offsets from the dynamic shared memory's start):
-/// `stages` x [weights `FUSED_ROWS` x slot][activations `sub(g)` x `FUSED_COLS` x 144], the
-/// decoded int8 weight tile `[FUSED_ROWS][144]`, its scales `[FUSED_ROWS][8] f32`, and H, the
-/// q8_1 SwiGLU output `[ffn / 128][FUSED_COLS]` D4 blocks.
+/// `stages` x [weights `FUSED_ROWS` x slot][activations `sub(g)` x `cols` x 144], the decoded
+/// int8 weight tile `[FUSED_ROWS][144]`, its scales `[FUSED_ROWS][8] f32`, and H, the q8_1
+/// SwiGLU output `[ffn / 128][cols]` D4 blocks (`cols = FUSED_COL_UNIT * nt`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct FusedSmem {
     pub slot: usize,
@@ -570,16 +573,25 @@ pub struct FusedSmem {
 }
 
 impl FusedSmem {
-    pub const fn new(g: WType, d: WType, ffn: usize, stages: usize) -> FusedSmem {
+    pub const fn new(g: WType, d: WType, ffn: usize, stages: usize, nt: usize) -> FusedSmem {
+        let cols = FUSED_COL_UNIT * nt;
         let sg = fused_slot_bytes(g);
         let sd = fused_slot_bytes(d);
-        let slot = if sg > sd { sg } else { sd };
+        let widest = if sg > sd { sg } else { sd };
+        // An odd number of 16-byte pieces per row: the rows' words then fall on 8 different
+        // bank offsets, so the decoder's reads (16 rows per warp) conflict at most 2-way instead
+        // of up to 8-way (a 64-byte stride maps every other row onto the same banks).
+        let slot = if (widest / 16) % 2 == 0 {
+            widest + 16
+        } else {
+            widest
+        };
         let stage_acts = FUSED_ROWS * slot;
-        let stage_bytes = stage_acts + fused_sub_steps(g) * FUSED_COLS * Q8_1_MMQ_BYTES;
+        let stage_bytes = stage_acts + fused_sub_steps(g) * cols * Q8_1_MMQ_BYTES;
         let tile = stages * stage_bytes;
         let scales = tile + FUSED_ROWS * MMQ_SMEM_ROW;
         let h = scales + FUSED_ROWS * 8 * 4;
-        let total = h + ffn / MMQ_BLOCK_VALUES * FUSED_COLS * Q8_1_MMQ_BYTES;
+        let total = h + ffn / MMQ_BLOCK_VALUES * cols * Q8_1_MMQ_BYTES;
         FusedSmem {
             slot,
             stage_bytes,
@@ -593,7 +605,7 @@ impl FusedSmem {
 }
 
 /// Parameters of the fused expert kernels `moe_experts_<gate_up>_fused`: per CTA one
-/// [`MmqTile`] (expert, up to `FUSED_COLS` compact rows), gate/up product -> SwiGLU -> q8_1 H
+/// [`MmqTile`] (expert, up to `FUSED_COL_UNIT * nt` compact rows), gate/up product -> SwiGLU -> q8_1 H
 /// in shared memory -> down product, each row's result to `dm[row_dst[c]][..hidden]`.
 ///
 /// Gate row j of expert e: `gate + e * gu_expert_bytes + j * gu_row_bytes`; up row j: the same
@@ -627,7 +639,8 @@ pub struct FusedParams {
     pub stages: u32,
     /// ggml type id of the down tensor: Q2_0, IQ4_NL or Q8_0.
     pub down_type: u32,
-    pub _pad: u32,
+    /// n-tiles per warp, one of [`FUSED_NT`]: the CTA covers `FUSED_COL_UNIT * nt` rows.
+    pub nt: u32,
 }
 
 host_pod!(FusedParams);

@@ -98,23 +98,28 @@ pub struct FormatKernels {
     pub gate_up_mmq: CudaFunction,
     /// `moe_down_<wtype>_mmq`
     pub down_mmq: CudaFunction,
-    /// `moe_experts_<wtype>_fused` (this type as gate/up; the down type is a parameter)
+    /// `moe_experts_<wtype>_fused` (this type as gate/up, 32-row tiles; the down type is a
+    /// parameter)
     pub fused: CudaFunction,
-    /// The three names, in that order (for errors).
-    pub names: [&'static str; 3],
+    /// `moe_experts_<wtype>_fused_wide` (64-row tiles)
+    pub fused_wide: CudaFunction,
+    /// The four names, in that order (for errors).
+    pub names: [&'static str; 4],
 }
 
 macro_rules! format_table {
-    ($(($w:ident, $b:ident, $gate_up:ident, $down:ident, $fused:ident)),* $(,)?) => {
+    ($(($w:ident, $b:ident, $gate_up:ident, $down:ident, $fused:ident, $wide:ident)),* $(,)?) => {
         /// Names of the per-format kernels, in list order.
-        const FORMAT_KERNEL_NAMES: &[&str] =
-            &[$(stringify!($gate_up), stringify!($down), stringify!($fused)),*];
+        const FORMAT_KERNEL_NAMES: &[&str] = &[$(
+            stringify!($gate_up), stringify!($down), stringify!($fused), stringify!($wide)
+        ),*];
 
-        /// The three kernel names of format `w` (exhaustive: a type without a row does not
-        /// compile).
-        pub const fn format_kernel_names(w: WType) -> [&'static str; 3] {
+        /// The kernel names of format `w` (exhaustive: a type without a row does not compile).
+        pub const fn format_kernel_names(w: WType) -> [&'static str; 4] {
             match w {
-                $(WType::$w => [stringify!($gate_up), stringify!($down), stringify!($fused)],)*
+                $(WType::$w => [
+                    stringify!($gate_up), stringify!($down), stringify!($fused), stringify!($wide)
+                ],)*
             }
         }
 
@@ -124,6 +129,7 @@ macro_rules! format_table {
                 gate_up_mmq: load(module, stringify!($gate_up))?,
                 down_mmq: load(module, stringify!($down))?,
                 fused: load(module, stringify!($fused))?,
+                fused_wide: load(module, stringify!($wide))?,
                 names: format_kernel_names(WType::$w),
             }),*])
         }

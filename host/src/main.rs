@@ -14,6 +14,9 @@ use clap::{Parser, Subcommand};
 struct Args {
     #[command(subcommand)]
     cmd: Option<Cmd>,
+    /// Expert path of the default run (no subcommand): mmq, fused, ws or auto.
+    #[arg(long, default_value = "auto")]
+    path: String,
 }
 
 #[derive(Subcommand)]
@@ -33,7 +36,7 @@ enum Cmd {
 fn main() {
     let args = Args::parse();
     let r = match args.cmd {
-        None => cli::default::run(),
+        None => cli::default::run(&args.path),
         Some(Cmd::Swiglu(a)) => cli::swiglu::run(&a),
         Some(Cmd::Prefill(a)) => cli::prefill::run(&a),
         Some(Cmd::MakeModel(a)) => cli::make_model::run(&a),

@@ -92,3 +92,25 @@ pub fn copy_bandwidth(gpu: &Gpu, bytes: usize) -> Result<(f64, Stats)> {
     })?;
     Ok((2.0 * bytes as f64 / (s.median * 1e-3) / 1e9, s))
 }
+
+/// The H200's read-only bandwidth, bytes per second: a 4 GiB read with 16-byte `ld.global.nc`
+/// (docs/h200-ceilings.md). The weight-read floor's rate (a copy moves each byte twice, so
+/// copy / 2 understates it).
+pub const H200_READ_ONLY_BYTES_PER_S: f64 = 4.45e12;
+/// `mma.sync m16n8k32 .s8` issue rate on the H200, int8 operations per second.
+pub const H200_MMA_OPS_PER_S: f64 = 1.285e15;
+/// FP32-pipe issue of MMQ's scale steps on the H200: ~2.5 instructions per step (I2F or MAGIC,
+/// FMUL, FFMA) at 132 SMs x 128 lanes x 1.98 GHz (docs/h200-ceilings.md).
+pub const H200_SCALE_STEPS_PER_S: f64 = 132.0 * 128.0 * 1.98e9 / 2.5;
+
+/// The floors of one layer at `n_tokens` on the H200, ms: (weights read once at the read-only
+/// rate, int8 work at the `mma.sync` rate, MMQ's scale steps - one per 32 K values per output -
+/// at the FP32 issue rate).
+pub fn h200_floors_ms(s: &crate::problem::MoeShape, n_tokens: usize) -> (f64, f64, f64) {
+    let steps = s.ops(n_tokens) as f64 / 2.0 / 32.0;
+    (
+        s.weight_bytes() as f64 / H200_READ_ONLY_BYTES_PER_S * 1e3,
+        s.ops(n_tokens) as f64 / H200_MMA_OPS_PER_S * 1e3,
+        steps / H200_SCALE_STEPS_PER_S * 1e3,
+    )
+}

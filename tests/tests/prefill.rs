@@ -7,7 +7,7 @@
 use gpu::layout::WType;
 use host::device::Gpu;
 use host::moe::layer::DeviceLayer;
-use host::moe::path::{self, ExpertPath};
+use host::moe::path::{self, ExpertPath, PathChoice};
 use host::moe::prefill::{Prefill, RoutingInput};
 use host::problem::{MoeShape, Routing};
 use host::reference::{self, route};
@@ -30,13 +30,15 @@ fn f32_bytes(v: &[f32]) -> &[u8] {
     bytemuck::cast_slice(v)
 }
 
-/// One pipeline per expert path that can run `s` here (MMQ always; fused where eligible).
+/// One pipeline per expert path that can run `s` here (MMQ always; fused where eligible), and
+/// one that chooses per run (`auto`).
 fn pipelines(gpu: &Gpu, s: &MoeShape, cap: usize) -> Vec<Prefill> {
-    let pfs: Vec<Prefill> = ExpertPath::ALL
+    let mut pfs: Vec<Prefill> = ExpertPath::ALL
         .into_iter()
         .filter(|&p| path::eligible(p, s, &gpu.limits()).is_ok())
         .map(|p| Prefill::new(gpu, s, cap, p).expect("pipeline"))
         .collect();
+    pfs.push(Prefill::new(gpu, s, cap, PathChoice::Auto).expect("auto pipeline"));
     assert!(pfs.iter().any(|p| p.path() == ExpertPath::Mmq));
     pfs
 }
@@ -56,9 +58,8 @@ fn check(
     let x = host::synth::normal_f32(seed, t * s.hidden, 1.0);
     let want = reference::prefill(&x, routing, &layer.weights(), &s);
     let dx = gpu.upload(&x).expect("upload x");
-    for pf in pfs.iter_mut() {
-        let label = format!("{label} [{}]", pf.path().name());
-        check_one(gpu, &label, &s, dev, pf, routing, &want, &dx);
+    for (i, pf) in pfs.iter_mut().enumerate() {
+        check_one(gpu, label, i, &s, dev, pf, routing, &want, &dx);
     }
 }
 
@@ -66,6 +67,7 @@ fn check(
 fn check_one(
     gpu: &Gpu,
     label: &str,
+    index: usize,
     s: &MoeShape,
     dev: &DeviceLayer,
     pf: &mut Prefill,
@@ -77,6 +79,8 @@ fn check_one(
     pf.poison(gpu, POISON).expect("poison");
     pf.run(gpu, dev, dx, t, RoutingInput::Given(routing))
         .expect("prefill runs");
+    // The path of this run (a pipeline built with auto reports the one it chose).
+    let label = &format!("{label} [pipeline {index}: {}]", pf.path().name());
     let got = pf.outputs(gpu).expect("download");
     let rows = t * s.top_k;
     let k = s.top_k;
@@ -489,7 +493,7 @@ fn expert_row_counts_at_tile_edges() {
         let layer = SyntheticLayer::new(s, merged, sd).expect("layer");
         let dev = DeviceLayer::upload(&gpu, &layer.weights(), &s).expect("upload");
         let mut pfs = pipelines(&gpu, &s, t);
-        assert_eq!(pfs.len(), 2, "the fused path runs this shape");
+        assert_eq!(pfs.len(), 3, "mmq, fused and auto run this shape");
         let label = format!(
             "row counts {counts:?} top-{k} {}/{}",
             s.gate_up_type.name(),

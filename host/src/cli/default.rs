@@ -1,15 +1,16 @@
 //! The embedded default run (no arguments): the synthetic reference-shape layer (canonical Q2_0
-//! pack, uniform routing) at 2,048, 8,192 and 16,384 tokens, stage tables and parity on sampled
+//! pack, uniform routing) at 512, 2,048, 8,192 and 16,384 tokens on the expert path `--path`
+//! (auto by default: the fused path at 512, MMQ above), stage tables and parity on sampled
 //! tokens; then the swiglu_quant fused vs two-kernel table at 163,840 rows.
 
 use super::prefill::{self, PrefillArgs};
 use super::swiglu::{self, SwigluArgs};
 
-pub fn run() -> host::Result<()> {
+pub fn run(path: &str) -> host::Result<()> {
     let p = PrefillArgs {
         model: None,
         layer: "first".into(),
-        tokens: vec![2048, 8192, 16384],
+        tokens: vec![512, 2048, 8192, 16384],
         gate_up: "q2_0".into(),
         down: "q2_0".into(),
         experts: host::problem::MoeShape::REFERENCE.n_experts,
@@ -18,7 +19,7 @@ pub fn run() -> host::Result<()> {
         ffn: host::problem::MoeShape::REFERENCE.ffn,
         routing: "uniform".into(),
         check: true,
-        path: "auto".into(),
+        path: path.into(),
         reps: 10,
         seed: 1,
     };

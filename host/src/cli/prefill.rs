@@ -226,9 +226,8 @@ fn run_layer(
     let dev = DeviceLayer::upload(gpu, w, s)?;
     let cap = a.tokens.iter().copied().max().unwrap_or(0);
     let choice: PathChoice = a.path.parse()?;
-    let (path, why) = paths::resolve(choice, s, &gpu.limits())?;
-    let mut pf = Prefill::new(gpu, s, cap, path)?;
-    println!("expert path: {} ({why})", path.name());
+    println!("expert path: {}", paths::explain(choice, s, &gpu.limits())?);
+    let mut pf = Prefill::new(gpu, s, cap, choice)?;
     for &t in &a.tokens {
         let x = host::synth::normal_f32(a.seed ^ t as u64, t * s.hidden, 1.0);
         let dx = gpu.upload(&x)?;
@@ -402,13 +401,10 @@ fn print_table(
             rate
         );
     }
-    let floor_w = s.weight_bytes() as f64 / (copy_gbs * 1e9 / 2.0) * 1e3;
-    let floor_mma = s.ops(t) as f64 / 1.285e15 * 1e3;
-    let floor_blas = s.ops(t) as f64 / 630e12 * 1e3;
+    let (floor_w, floor_mma, floor_fp) = host::timing::h200_floors_ms(s, t);
     println!(
-        "  floors: weights read once {floor_w:.3} ms ({} MB at {:.0} GB/s read); int8 work {floor_mma:.3} ms at 1,285 TOPS (mma.sync), {floor_blas:.3} ms at 630 TOPS (cuBLASLt)",
+        "  H200 floors: weights read once {floor_w:.3} ms ({} MB at 4.45 TB/s read-only); int8 work {floor_mma:.3} ms at 1,285 TOPS (mma.sync); MMQ scale steps {floor_fp:.3} ms of FP32 issue (copy here: {copy_gbs:.0} GB/s)",
         s.weight_bytes() / 1_000_000,
-        copy_gbs / 2.0
     );
     if let Some(l) = llama_cpp_ms(s.gate_up_type, s.down_type, t) {
         println!(

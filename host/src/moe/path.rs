@@ -1,10 +1,12 @@
 //! Which expert path runs a layer: [`eligible`] says what may run (with the reason when not),
-//! [`preferred`] what `--path auto` picks, [`plan`] builds the chosen path's plan. The choice
+//! [`preferred`] what `--path auto` chooses among (per run, moe/expert/auto.rs), [`plan_for`]
+//! builds the plan of a choice. The choice
 //! never changes bytes: every path gives the reference's.
 
 use crate::device::{DeviceLimits, Gpu};
 use crate::error::{Error, Result};
 use crate::moe::expert::ExpertPlan;
+use crate::moe::expert::auto::{self, AutoPlan};
 use crate::moe::expert::fused::{self, FusedPlan};
 use crate::moe::expert::mmq::{self, MmqPlan};
 use crate::problem::MoeShape;
@@ -30,6 +32,12 @@ impl ExpertPath {
             ExpertPath::Fused => "fused",
             ExpertPath::Ws => "ws",
         }
+    }
+}
+
+impl From<ExpertPath> for PathChoice {
+    fn from(p: ExpertPath) -> Self {
+        PathChoice::Only(p)
     }
 }
 
@@ -69,40 +77,39 @@ pub fn eligible(path: ExpertPath, s: &MoeShape, dev: &DeviceLimits) -> Result<()
     }
 }
 
-/// The path `--path auto` takes: the fastest eligible one by the H200 measurements in
-/// BENCHMARKS.md (the fused path where it can run, else MMQ).
-pub fn preferred(s: &MoeShape, dev: &DeviceLimits) -> ExpertPath {
+/// The paths `--path auto` chooses among, per run, by rows per routed expert (moe/expert/auto.rs:
+/// the fastest on the H200 by the measurements in BENCHMARKS.md).
+pub fn preferred(s: &MoeShape, dev: &DeviceLimits) -> Vec<ExpertPath> {
     [ExpertPath::Fused, ExpertPath::Mmq]
         .into_iter()
-        .find(|&p| eligible(p, s, dev).is_ok())
-        .unwrap_or(ExpertPath::Mmq)
+        .filter(|&p| eligible(p, s, dev).is_ok())
+        .collect()
 }
 
-/// Resolves a choice to a path, with the reason (for the CLI's report).
-pub fn resolve(
-    choice: PathChoice,
-    s: &MoeShape,
-    dev: &DeviceLimits,
-) -> Result<(ExpertPath, String)> {
+/// A line saying what a choice means for this layer: the forced path, or the paths auto picks
+/// among and why the others cannot run (for the CLI's report). Errors when a forced path
+/// cannot run the layer.
+pub fn explain(choice: PathChoice, s: &MoeShape, dev: &DeviceLimits) -> Result<String> {
     match choice {
         PathChoice::Only(p) => {
             eligible(p, s, dev).map_err(|e| {
                 Error::Unsupported(format!("path {} cannot run this layer: {e}", p.name()))
             })?;
-            Ok((p, "forced by --path".into()))
+            Ok(format!("{} (forced by --path)", p.name()))
         }
         PathChoice::Auto => {
-            let p = preferred(s, dev);
             let why = ExpertPath::ALL
                 .into_iter()
-                .filter(|&q| q != p)
                 .map(|q| match eligible(q, s, dev) {
                     Ok(()) => format!("{} eligible", q.name()),
                     Err(e) => format!("{} not eligible: {e}", q.name()),
                 })
                 .collect::<Vec<_>>()
                 .join("; ");
-            Ok((p, format!("auto: fastest eligible on the H200 ({why})")))
+            Ok(format!(
+                "auto: fused below {} rows per routed expert, else mmq, per run ({why})",
+                auto::FUSED_MAX_ROWS
+            ))
         }
     }
 }
@@ -118,8 +125,32 @@ pub fn plan(
     Ok(match path {
         ExpertPath::Mmq => Box::new(MmqPlan::new(gpu, s, cap_rows)?),
         ExpertPath::Fused => Box::new(FusedPlan::new(gpu, s, cap_rows)?),
-        ExpertPath::Ws => unreachable!("refused by eligible above"),
+        ExpertPath::Ws => {
+            return Err(Error::Unsupported(
+                "the weight-stationary path is not built yet".into(),
+            ));
+        }
     })
+}
+
+/// The plan of a choice: the forced path's, or for auto every preferred path's behind the
+/// per-run choice.
+pub fn plan_for(
+    choice: PathChoice,
+    gpu: &Gpu,
+    s: &MoeShape,
+    cap_rows: usize,
+) -> Result<Box<dyn ExpertPlan>> {
+    match choice {
+        PathChoice::Only(p) => plan(p, gpu, s, cap_rows),
+        PathChoice::Auto => {
+            let plans = preferred(s, &gpu.limits())
+                .into_iter()
+                .map(|p| plan(p, gpu, s, cap_rows))
+                .collect::<Result<Vec<_>>>()?;
+            Ok(Box::new(AutoPlan::new(plans)?))
+        }
+    }
 }
 
 #[cfg(test)]
@@ -135,13 +166,17 @@ mod tests {
         );
         assert!("fast".parse::<PathChoice>().is_err());
         let dev = DeviceLimits::default();
-        assert_eq!(preferred(&MoeShape::REFERENCE, &dev), ExpertPath::Fused);
+        assert_eq!(
+            preferred(&MoeShape::REFERENCE, &dev),
+            [ExpertPath::Fused, ExpertPath::Mmq]
+        );
         let iq_down = MoeShape {
             ffn: 1024,
             down_type: gpu::layout::WType::Iq2Xxs,
             ..MoeShape::REFERENCE
         };
-        assert_eq!(preferred(&iq_down, &dev), ExpertPath::Mmq);
-        assert!(resolve(PathChoice::Only(ExpertPath::Ws), &MoeShape::REFERENCE, &dev).is_err());
+        assert_eq!(preferred(&iq_down, &dev), [ExpertPath::Mmq]);
+        assert!(explain(PathChoice::Only(ExpertPath::Ws), &MoeShape::REFERENCE, &dev).is_err());
+        assert!(explain(PathChoice::Auto, &MoeShape::REFERENCE, &dev).is_ok());
     }
 }

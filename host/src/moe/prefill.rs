@@ -15,7 +15,7 @@ use crate::device::{Gpu, dptr};
 use crate::error::{DriverOp, Error, Result, shape};
 use crate::moe::expert::{ExpertIo, ExpertPlan};
 use crate::moe::layer::DeviceLayer;
-use crate::moe::path::{self, ExpertPath};
+use crate::moe::path::{self, ExpertPath, PathChoice};
 use crate::moe::{combine, route, scatter};
 use crate::problem::{MoeShape, RouteRule as Rule, Routing};
 
@@ -77,8 +77,13 @@ pub struct Prefill {
 
 impl Prefill {
     /// Allocates every buffer for up to `cap_tokens` tokens (poisoned with 0xa5 so unwritten
-    /// bytes show), with the plan of expert path `path`.
-    pub fn new(gpu: &Gpu, shape: &MoeShape, cap_tokens: usize, path: ExpertPath) -> Result<Self> {
+    /// bytes show), with the plan of expert path `path` (a forced path or `auto`).
+    pub fn new(
+        gpu: &Gpu,
+        shape: &MoeShape,
+        cap_tokens: usize,
+        path: impl Into<PathChoice>,
+    ) -> Result<Self> {
         shape.check()?;
         scatter::check(cap_tokens, shape.top_k, shape.n_experts, shape.hidden)?;
         let rows = (cap_tokens * shape.top_k).max(1);
@@ -88,7 +93,7 @@ impl Prefill {
                 .new_event(Some(cudarc::driver::sys::CUevent_flags::CU_EVENT_DEFAULT))
                 .op("cuEventCreate")
         };
-        let plan = path::plan(path, gpu, shape, rows)?;
+        let plan = path::plan_for(path.into(), gpu, shape, rows)?;
         Ok(Prefill {
             shape: *shape,
             cap_tokens,
@@ -107,7 +112,7 @@ impl Prefill {
             )?,
             dm: gpu.alloc_filled(rows * shape.hidden, p)?,
             out: gpu.alloc_filled(cap_tokens.max(1) * shape.hidden, p)?,
-            events: (0..PRE_STAGES.len() + plan.stages().len() + POST_STAGES.len() + 1)
+            events: (0..PRE_STAGES.len() + plan.max_stages() + POST_STAGES.len() + 1)
                 .map(|_| ev())
                 .collect::<Result<_>>()?,
             plan,
@@ -299,7 +304,7 @@ impl Prefill {
         })
     }
 
-    /// The expert path this pipeline runs.
+    /// The expert path of the last run (auto chooses per run).
     pub fn path(&self) -> ExpertPath {
         self.plan.path()
     }

@@ -8,7 +8,7 @@
 
 use crate::formats::WeightBlock;
 use crate::layout::{
-    FUSED_COLS, FUSED_FFN_PASS, FUSED_ROWS, FUSED_THREADS, FusedParams, FusedSmem, MMQ_KSTEP,
+    FUSED_COL_UNIT, FUSED_FFN_PASS, FUSED_ROWS, FUSED_THREADS, FusedParams, FusedSmem, MMQ_KSTEP,
     MMQ_SMEM_ROW, MmqTile, Q8_1_MMQ_BYTES, fused_slot_bytes, fused_stage_row_bytes,
     fused_sub_steps,
 };
@@ -62,7 +62,7 @@ pub fn row_src<G: WeightBlock, D: WeightBlock>(
 /// `buf` is a stage buffer of layout `sm`; the weight buffers are readable 16 bytes past their
 /// end; `x` holds the tile's columns (FusedParams' contract).
 #[inline(always)]
-pub unsafe fn issue_stage<G: WeightBlock, D: WeightBlock>(
+pub unsafe fn issue_stage<G: WeightBlock, D: WeightBlock, const NT: usize>(
     p: &FusedParams,
     tile: &MmqTile,
     sm: &FusedSmem,
@@ -95,7 +95,8 @@ pub unsafe fn issue_stage<G: WeightBlock, D: WeightBlock>(
     }
     if !st.down {
         let sub = fused_sub_steps(G::WTYPE) as u32;
-        let per_h = FUSED_COLS as u32 * PIECES;
+        let cols = (FUSED_COL_UNIT * NT) as u32;
+        let per_h = cols * PIECES;
         let mut idx = tid;
         while idx < sub * per_h {
             let (h, rem) = (idx / per_h, idx % per_h);
@@ -103,7 +104,7 @@ pub unsafe fn issue_stage<G: WeightBlock, D: WeightBlock>(
             if col < tile.n_cols {
                 let kc = st.k_stage * sub + h;
                 let blk = kc as u64 * p.n_cols_x as u64 + (tile.col_start + col) as u64;
-                let dst = buf + sm.stage_acts as u32 + (h * FUSED_COLS as u32 + col) * PIECES * 16;
+                let dst = buf + sm.stage_acts as u32 + (h * cols + col) * PIECES * 16;
                 // SAFETY: block (kc, column) is inside x; 144-byte blocks keep every piece
                 // 16-byte aligned on both sides.
                 unsafe {

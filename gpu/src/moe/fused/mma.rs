@@ -1,14 +1,16 @@
 //! The fused path's warp product and its two epilogues.
 //!
 //! Warp w: rows `64 (w % 2) ..` of the 128-row tile (four 16-row `m16n8` fragments) x columns
-//! `8 (w / 2) ..` (one 8-column fragment): 16 f32 accumulators per lane, `acc[mt][i]` at tile
-//! row `64 wm + 16 mt + g + 8 (i / 2)`, column `8 wn + 2 t + i % 2` (g = lane / 4, t = lane % 4).
+//! `8 NT (w / 2) ..` (NT 8-column fragments): 16 NT f32 accumulators per lane, `acc[mt][nt][i]`
+//! at tile row `64 wm + 16 mt + g + 8 (i / 2)`, column `8 (NT wn + nt) + 2 t + i % 2`
+//! (g = lane / 4, t = lane % 4). A fragment whose 8 columns all lie past the tile's row count is
+//! skipped (a warp-uniform branch): at 10 rows per expert most of the columns are empty.
 //! The float epilogue is MMQ's (`gpu::quant::mmq_step_32` / `mmq_step_16`) in ascending K, so
 //! every sum is the MMQ path's to the bit.
 
 use crate::formats::WeightBlock;
 use crate::layout::{
-    FUSED_COLS, FUSED_FFN_PASS, FUSED_ROWS, MMQ_BLOCK_VALUES, MMQ_SMEM_ROW, MmqTile,
+    FUSED_COL_UNIT, FUSED_FFN_PASS, FUSED_ROWS, MMQ_BLOCK_VALUES, MMQ_SMEM_ROW, MmqTile,
 };
 use crate::ptx::{
     ld_shared_f32, ld_shared_u32, ldmatrix_x4, mma_m16n8k16_s8, mma_m16n8k32_s8, shfl_xor_f32,
@@ -22,7 +24,14 @@ use crate::quant::{
 const ROW: u32 = MMQ_SMEM_ROW as u32;
 
 /// Accumulators of one lane (see the module doc).
-pub type Acc = [[f32; 4]; 4];
+pub type Acc<const NT: usize> = [[[f32; 4]; NT]; 4];
+
+/// Whether n-tile `nt` of this warp has a column below `n_cols` (the same for the whole warp).
+#[inline(always)]
+pub fn tile_live<const NT: usize>(nt: usize, n_cols: u32) -> bool {
+    let wn = tid_x() / 64;
+    8 * (NT as u32 * wn + nt as u32) < n_cols
+}
 
 /// This lane's warp coordinates: (wm, wn, g, t).
 #[inline(always)]
@@ -33,49 +42,77 @@ fn coords() -> (u32, u32, u32, u32) {
 }
 
 /// One 128-value K step: the int8 weight tile at `tile` (rows 144 bytes apart), its scales at
-/// `scales` (`[128][8] f32`), the activation D4 blocks at `acts` (column c at `acts + 144 c`).
+/// `scales` (`[128][8] f32`), the activation D4 blocks at `acts` (column c at `acts + 144 c`);
+/// n-tiles with no column below `n_cols` are skipped.
 ///
 /// # Safety
 /// The tile, scales and blocks are written and visible (behind a barrier); all lanes call it.
 #[inline(always)]
-pub unsafe fn mma_step<B: WeightBlock>(acc: &mut Acc, tile: u32, scales: u32, acts: u32) {
+pub unsafe fn mma_step<B: WeightBlock, const NT: usize>(
+    acc: &mut Acc<NT>,
+    tile: u32,
+    scales: u32,
+    acts: u32,
+    n_cols: u32,
+) {
     let lane = tid_x() % 32;
     let (wm, wn, gr, tc) = coords();
     let sixteen = B::WTYPE.scale_values() == 16;
-    let col = acts + (8 * wn + gr) * ROW;
-    let c0 = acts + (8 * wn + 2 * tc) * ROW;
+    if !tile_live::<NT>(0, n_cols) {
+        // No column of this warp is a row of the tile (n-tile 0 is the warp's first).
+        return;
+    }
     for g in 0..4u32 {
         // SAFETY: every address is inside the tile, its scales or the activation blocks
-        // (rows < 128, columns < FUSED_COLS, byte offsets < 144), 16-byte aligned for ldmatrix.
+        // (rows < 128, columns < 32 NT, byte offsets < 144), 16-byte aligned for ldmatrix.
         unsafe {
-            let b = [
-                ld_shared_u32(col + 16 + g * 32 + 4 * tc),
-                ld_shared_u32(col + 32 + g * 32 + 4 * tc),
-            ];
-            let db = [ld_shared_f32(c0 + g * 4), ld_shared_f32(c0 + ROW + g * 4)];
+            // B fragments and activation scales of the live n-tiles first, then one 16-row A
+            // fragment at a time against all of them (few registers live at once).
+            let mut b = [[0u32; 2]; NT];
+            let mut db = [[0.0f32; 2]; NT];
+            let mut live = [false; NT];
+            unroll!(nt in [0, 1] {
+                if nt < NT {
+                    live[nt] = tile_live::<NT>(nt, n_cols);
+                    if live[nt] {
+                        let c8 = 8 * (NT as u32 * wn + nt as u32);
+                        let col = acts + (c8 + gr) * ROW;
+                        let c0 = acts + (c8 + 2 * tc) * ROW;
+                        b[nt] = [
+                            ld_shared_u32(col + 16 + g * 32 + 4 * tc),
+                            ld_shared_u32(col + 32 + g * 32 + 4 * tc),
+                        ];
+                        db[nt] = [ld_shared_f32(c0 + g * 4), ld_shared_f32(c0 + ROW + g * 4)];
+                    }
+                }
+            });
             unroll!(mt in [0, 1, 2, 3] {
                 let r = wm * 64 + mt as u32 * 16;
                 let af = ldmatrix_x4(tile + (r + lane % 16) * ROW + g * 32 + (lane / 16) * 16);
                 let sa0 = scales + (r + gr) * 32 + g * 8;
                 let sa1 = sa0 + 8 * 32;
-                let da = [
+                let d = [
                     [ld_shared_f32(sa0), ld_shared_f32(sa0 + 4)],
                     [ld_shared_f32(sa1), ld_shared_f32(sa1 + 4)],
                 ];
-                let a = &mut acc[mt];
-                if sixteen {
-                    let lo = mma_m16n8k16_s8([af[0], af[1]], b[0]);
-                    let hi = mma_m16n8k16_s8([af[2], af[3]], b[1]);
-                    unroll!(i in [0, 1, 2, 3] {
-                        let d = da[i / 2];
-                        a[i] = mmq_step_16(a[i], lo[i], hi[i], d[0], d[1], db[i % 2]);
-                    });
-                } else {
-                    let c = mma_m16n8k32_s8(af, b);
-                    unroll!(i in [0, 1, 2, 3] {
-                        a[i] = mmq_step_32(a[i], c[i], da[i / 2][0], db[i % 2]);
-                    });
-                }
+                unroll!(nt in [0, 1] {
+                    if nt < NT && live[nt] {
+                        let a = &mut acc[mt][nt];
+                        if sixteen {
+                            let lo = mma_m16n8k16_s8([af[0], af[1]], b[nt][0]);
+                            let hi = mma_m16n8k16_s8([af[2], af[3]], b[nt][1]);
+                            unroll!(i in [0, 1, 2, 3] {
+                                let d = d[i / 2];
+                                a[i] = mmq_step_16(a[i], lo[i], hi[i], d[0], d[1], db[nt][i % 2]);
+                            });
+                        } else {
+                            let c = mma_m16n8k32_s8(af, b[nt]);
+                            unroll!(i in [0, 1, 2, 3] {
+                                a[i] = mmq_step_32(a[i], c[i], d[i / 2][0], db[nt][i % 2]);
+                            });
+                        }
+                    }
+                });
             });
         }
     }
@@ -112,42 +149,49 @@ fn quantize_col(h: [f32; 4]) -> ([i32; 4], f32) {
     (q, q8_1_scale(d_inv))
 }
 
-/// The gate/up pass's epilogue: `acc[mt][0..2]` are gate, `acc[mt][2..4]` up of feature
-/// `64 pass + 32 wm + 8 mt + g` (columns 2t, 2t + 1); writes q8_1(swiglu(gate, up)) into H
-/// (`[ffn / 128][FUSED_COLS]` D4 blocks at `h_base`). A warp's 32 features are one q8_1 group.
+/// The gate/up pass's epilogue: `acc[mt][nt][0..2]` are gate, `acc[mt][nt][2..4]` up of
+/// feature `64 pass + 32 wm + 8 mt + g` (columns 2t, 2t + 1 of n-tile nt); writes
+/// q8_1(swiglu(gate, up)) into H (`[ffn / 128][32 NT]` D4 blocks at `h_base`). A warp's 32
+/// features are one q8_1 group. Skipped n-tiles write nothing (their columns are never read).
 ///
 /// # Safety
-/// H holds the block; all lanes call it.
+/// H holds the blocks; all lanes call it.
 #[inline(always)]
-pub unsafe fn swiglu_to_h(acc: &Acc, h_base: u32, pass: u32) {
+pub unsafe fn swiglu_to_h<const NT: usize>(acc: &Acc<NT>, h_base: u32, pass: u32, n_cols: u32) {
     let (wm, wn, gr, tc) = coords();
     let f0 = pass * FUSED_FFN_PASS as u32 + 32 * wm;
     let (kc, within) = (f0 / MMQ_BLOCK_VALUES as u32, f0 % MMQ_BLOCK_VALUES as u32);
-    // The eight denominators first, then the divisions (see swiglu_quant's swiglu_x4).
-    let den = [
-        [swiglu_den(acc[0][0]), swiglu_den(acc[0][1])],
-        [swiglu_den(acc[1][0]), swiglu_den(acc[1][1])],
-        [swiglu_den(acc[2][0]), swiglu_den(acc[2][1])],
-        [swiglu_den(acc[3][0]), swiglu_den(acc[3][1])],
-    ];
-    unroll!(c in [0, 1] {
-        let h = [
-            swiglu_div(acc[0][c], den[0][c], acc[0][c + 2]),
-            swiglu_div(acc[1][c], den[1][c], acc[1][c + 2]),
-            swiglu_div(acc[2][c], den[2][c], acc[2][c + 2]),
-            swiglu_div(acc[3][c], den[3][c], acc[3][c + 2]),
-        ];
-        let (q, d) = quantize_col(h);
-        let col = 8 * wn + 2 * tc + c as u32;
-        let blk = h_base + (kc * FUSED_COLS as u32 + col) * ROW;
-        // SAFETY: block (kc, col) is inside H; byte 16 + within + 8 mt + g < 144.
-        unsafe {
-            unroll!(mt in [0, 1, 2, 3] {
-                st_shared_u8(blk + 16 + within + 8 * mt as u32 + gr, q[mt] as u32);
+    let cols = (FUSED_COL_UNIT * NT) as u32;
+    unroll!(nt in [0, 1] {
+        if nt < NT && tile_live::<NT>(nt, n_cols) {
+            let a = [acc[0][nt], acc[1][nt], acc[2][nt], acc[3][nt]];
+            // The eight denominators first, then the divisions (see swiglu_quant's swiglu_x4).
+            let den = [
+                [swiglu_den(a[0][0]), swiglu_den(a[0][1])],
+                [swiglu_den(a[1][0]), swiglu_den(a[1][1])],
+                [swiglu_den(a[2][0]), swiglu_den(a[2][1])],
+                [swiglu_den(a[3][0]), swiglu_den(a[3][1])],
+            ];
+            unroll!(c in [0, 1] {
+                let h = [
+                    swiglu_div(a[0][c], den[0][c], a[0][c + 2]),
+                    swiglu_div(a[1][c], den[1][c], a[1][c + 2]),
+                    swiglu_div(a[2][c], den[2][c], a[2][c + 2]),
+                    swiglu_div(a[3][c], den[3][c], a[3][c + 2]),
+                ];
+                let (q, d) = quantize_col(h);
+                let col = 8 * (NT as u32 * wn + nt as u32) + 2 * tc + c as u32;
+                let blk = h_base + (kc * cols + col) * ROW;
+                // SAFETY: block (kc, col) is inside H; byte 16 + within + 8 mt + g < 144.
+                unsafe {
+                    unroll!(mt in [0, 1, 2, 3] {
+                        st_shared_u8(blk + 16 + within + 8 * mt as u32 + gr, q[mt] as u32);
+                    });
+                    if gr == 0 {
+                        st_shared_u32(blk + 4 * (within / 32), d.to_bits());
+                    }
+                }
             });
-            if gr == 0 {
-                st_shared_u32(blk + 4 * (within / 32), d.to_bits());
-            }
         }
     });
 }
@@ -158,21 +202,32 @@ pub unsafe fn swiglu_to_h(acc: &Acc, h_base: u32, pass: u32) {
 /// # Safety
 /// `row_dst` has an entry per compact row; `dm` rows hold `hidden` values.
 #[inline(always)]
-pub unsafe fn store_down(acc: &Acc, tile: &MmqTile, pass: u32, dm: u64, row_dst: u64, hidden: u32) {
+pub unsafe fn store_down<const NT: usize>(
+    acc: &Acc<NT>,
+    tile: &MmqTile,
+    pass: u32,
+    dm: u64,
+    row_dst: u64,
+    hidden: u32,
+) {
     let (wm, wn, gr, tc) = coords();
-    unroll!(c in [0, 1] {
-        let col = 8 * wn + 2 * tc + c as u32;
-        if col < tile.n_cols {
-            // SAFETY: a compact row of the tile; its destination row is inside dm.
-            unsafe {
-                let orow = *(row_dst as *const u32).add((tile.col_start + col) as usize);
-                let out = (dm as *mut f32).add(orow as usize * hidden as usize);
-                unroll!(mt in [0, 1, 2, 3] {
-                    let r = pass * FUSED_ROWS as u32 + 64 * wm + 16 * mt as u32 + gr;
-                    *out.add(r as usize) = acc[mt][c];
-                    *out.add(r as usize + 8) = acc[mt][c + 2];
-                });
-            }
+    unroll!(nt in [0, 1] {
+        if nt < NT {
+            unroll!(c in [0, 1] {
+                let col = 8 * (NT as u32 * wn + nt as u32) + 2 * tc + c as u32;
+                if col < tile.n_cols {
+                    // SAFETY: a compact row of the tile; its destination row is inside dm.
+                    unsafe {
+                        let orow = *(row_dst as *const u32).add((tile.col_start + col) as usize);
+                        let out = (dm as *mut f32).add(orow as usize * hidden as usize);
+                        unroll!(mt in [0, 1, 2, 3] {
+                            let r = pass * FUSED_ROWS as u32 + 64 * wm + 16 * mt as u32 + gr;
+                            *out.add(r as usize) = acc[mt][nt][c];
+                            *out.add(r as usize + 8) = acc[mt][nt][c + 2];
+                        });
+                    }
+                }
+            });
         }
     });
 }

@@ -1,5 +1,5 @@
 //! The fused int8 expert kernels `moe_experts_<gate_up>_fused`: per CTA one expert and up to
-//! `FUSED_COLS` (32) of its activation rows; the gate/up product over the hidden size, SwiGLU
+//! `32 NT` of its activation rows (NT = 1 or 2, a parameter); the gate/up product over the hidden size, SwiGLU
 //! and q8_1 quantization of H into shared memory, then the down product from that H, each row's
 //! result written to its (token, slot) row of `dm`. H never goes to global memory.
 //!
@@ -22,7 +22,7 @@ mod mma;
 use crate::formats::WeightBlock;
 use crate::layout::{
     BlockIq2S, BlockIq2Xs, BlockIq2Xxs, BlockIq3S, BlockIq3Xxs, BlockIq4Nl, BlockQ2_0, BlockQ8_0,
-    FUSED_COLS, FUSED_FFN_PASS, FUSED_ROWS, FusedParams, FusedSmem, MMQ_KSTEP, MmqTile,
+    FUSED_COL_UNIT, FUSED_FFN_PASS, FUSED_ROWS, FusedParams, FusedSmem, MMQ_KSTEP, MmqTile,
     Q8_1_MMQ_BYTES, WType, fused_sub_steps,
 };
 use crate::ptx::{cp_async_commit, cp_async_wait, ctaid_x, smem_base, sync_threads, tid_x};
@@ -52,13 +52,13 @@ fn stage_at(i: u32, total_a: u32, stages_a: u32, stages_b: u32) -> Stage {
 ///
 /// # Safety
 /// Parameters and buffers as `layout::FusedParams`; launched with `FUSED_THREADS` threads,
-/// `FusedSmem::new(G, D, ffn, stages).total` bytes of dynamic shared memory and one CTA per
-/// tile.
+/// `FusedSmem::new(G, D, ffn, stages, NT).total` bytes of dynamic shared memory and one CTA per
+/// tile of at most `32 NT` rows.
 #[inline(always)]
-unsafe fn experts<G: WeightBlock, D: WeightBlock>(p: &FusedParams) {
+unsafe fn experts<G: WeightBlock, D: WeightBlock, const NT: usize>(p: &FusedParams) {
     // SAFETY: one tile per CTA.
     let tile = unsafe { *(p.tiles as *const MmqTile).add(ctaid_x() as usize) };
-    let sm = FusedSmem::new(G::WTYPE, D::WTYPE, p.ffn as usize, p.stages as usize);
+    let sm = FusedSmem::new(G::WTYPE, D::WTYPE, p.ffn as usize, p.stages as usize, NT);
     let base = smem_base();
     let sub_g = fused_sub_steps(G::WTYPE) as u32;
     // Clamped to 1 (the host never passes less): no division-by-zero path in the kernel.
@@ -72,7 +72,7 @@ unsafe fn experts<G: WeightBlock, D: WeightBlock>(p: &FusedParams) {
         if i < total {
             // SAFETY: stage buffer i; the kernel's contract covers the copies.
             unsafe {
-                issue_stage::<G, D>(
+                issue_stage::<G, D, NT>(
                     p,
                     &tile,
                     &sm,
@@ -87,7 +87,8 @@ unsafe fn experts<G: WeightBlock, D: WeightBlock>(p: &FusedParams) {
     let scales = base + sm.scales as u32;
     let h_smem = base + sm.h as u32;
     let my_row = tid_x() / 2;
-    let mut acc: Acc = [[0.0; 4]; 4];
+    let mut acc: Acc<NT> = [[[0.0; 4]; NT]; 4];
+    let col_bytes = (FUSED_COL_UNIT * NT * Q8_1_MMQ_BYTES) as u32;
     for i in 0..total {
         // Stage i complete (at most ns - 2 younger groups pending), and visible to all; every
         // thread is past stage i - 1's decode and product, so its buffer and the tile are free.
@@ -98,7 +99,7 @@ unsafe fn experts<G: WeightBlock, D: WeightBlock>(p: &FusedParams) {
         if next < total {
             // SAFETY: buffer (i - 1) % ns, free (see above).
             unsafe {
-                issue_stage::<G, D>(
+                issue_stage::<G, D, NT>(
                     p,
                     &tile,
                     &sm,
@@ -126,47 +127,70 @@ unsafe fn experts<G: WeightBlock, D: WeightBlock>(p: &FusedParams) {
                     }
                     decode_step::<G>(&sm, base, buf, src, h);
                     sync_threads();
-                    let acts =
-                        buf + sm.stage_acts as u32 + h * (FUSED_COLS * Q8_1_MMQ_BYTES) as u32;
-                    mma_step::<G>(&mut acc, tile_smem, scales, acts);
+                    let acts = buf + sm.stage_acts as u32 + h * col_bytes;
+                    mma_step::<G, NT>(&mut acc, tile_smem, scales, acts, tile.n_cols);
                 }
                 if st.k_stage == stages_a - 1 {
-                    swiglu_to_h(&acc, h_smem, st.pass);
-                    acc = [[0.0; 4]; 4];
+                    swiglu_to_h(&acc, h_smem, st.pass, tile.n_cols);
+                    acc = [[[0.0; 4]; NT]; 4];
                 }
             } else {
                 decode_step::<D>(&sm, base, buf, src, 0);
                 sync_threads();
-                let acts = h_smem + st.k_stage * (FUSED_COLS * Q8_1_MMQ_BYTES) as u32;
-                mma_step::<D>(&mut acc, tile_smem, scales, acts);
+                let acts = h_smem + st.k_stage * col_bytes;
+                mma_step::<D, NT>(&mut acc, tile_smem, scales, acts, tile.n_cols);
                 if st.k_stage == stages_b - 1 {
                     store_down(&acc, &tile, st.pass, p.dm, p.row_dst, p.hidden);
-                    acc = [[0.0; 4]; 4];
+                    acc = [[[0.0; 4]; NT]; 4];
                 }
             }
         }
     }
 }
 
+/// The body of a fused kernel: the down type and the width chosen by the parameters.
+///
+/// # Safety
+/// As `experts`.
+#[inline(always)]
+unsafe fn dispatch<G: WeightBlock, const NT: usize>(p: &FusedParams) {
+    if p.nt as usize != NT {
+        return;
+    }
+    // SAFETY: forwarded contract; a down type outside the three launches nothing (the host's
+    // plan refuses it first).
+    unsafe {
+        match WType::from_id(p.down_type) {
+            Some(WType::Q2_0) => experts::<G, BlockQ2_0, NT>(p),
+            Some(WType::Iq4Nl) => experts::<G, BlockIq4Nl, NT>(p),
+            Some(WType::Q8_0) => experts::<G, BlockQ8_0, NT>(p),
+            _ => {}
+        }
+    }
+}
+
 macro_rules! fused_kernels {
-    ($(($w:ident, $b:ident, $gate_up:ident, $down:ident, $fused:ident)),* $(,)?) => {$(
-        /// The fused expert path with this gate/up type; the down type (Q2_0, IQ4_NL or Q8_0)
-        /// is `p.down_type`. See the module doc.
+    ($(($w:ident, $b:ident, $gate_up:ident, $down:ident, $fused:ident, $wide:ident)),* $(,)?) => {$(
+        /// The fused expert path with this gate/up type, 32-row tiles (NT = 1); the down type
+        /// (Q2_0, IQ4_NL or Q8_0) is `p.down_type`. See the module doc.
         ///
         /// # Safety
-        /// As `experts`.
+        /// As `experts`, with `p.nt` = 1.
         #[unsafe(no_mangle)]
         pub unsafe extern "ptx-kernel" fn $fused(p: FusedParams) {
-            // SAFETY: forwarded contract; a down type outside the three launches nothing (the
-            // host's plan refuses it first).
-            unsafe {
-                match WType::from_id(p.down_type) {
-                    Some(WType::Q2_0) => experts::<$b, BlockQ2_0>(&p),
-                    Some(WType::Iq4Nl) => experts::<$b, BlockIq4Nl>(&p),
-                    Some(WType::Q8_0) => experts::<$b, BlockQ8_0>(&p),
-                    _ => {}
-                }
-            }
+            // SAFETY: forwarded contract.
+            unsafe { dispatch::<$b, 1>(&p) }
+        }
+
+        /// As the 32-row kernel, with 64-row tiles (NT = 2): a kernel of its own, so that
+        /// its larger register need does not lower the 32-row kernel's occupancy.
+        ///
+        /// # Safety
+        /// As `experts`, with `p.nt` = 2.
+        #[unsafe(no_mangle)]
+        pub unsafe extern "ptx-kernel" fn $wide(p: FusedParams) {
+            // SAFETY: forwarded contract.
+            unsafe { dispatch::<$b, 2>(&p) }
         }
     )*};
 }

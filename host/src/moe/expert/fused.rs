@@ -1,12 +1,13 @@
 //! The fused int8 expert path: one launch for the whole layer's experts, one CTA per expert and
-//! up to `FUSED_COLS` of its rows (largest expert first), gate/up -> SwiGLU -> q8_1 H in shared
-//! memory -> down. Kernels: gpu/src/moe/fused/ (`moe_experts_<gate_up>_fused`).
+//! up to 32 or 64 of its rows (largest expert first), gate/up -> SwiGLU -> q8_1 H in shared
+//! memory -> down. The width follows the rows per expert of the run (see [`tile_nt`]).
+//! Kernels: gpu/src/moe/fused/ (`moe_experts_<gate_up>_fused`).
 
 use cudarc::driver::sys::CUfunction_attribute as FnAttr;
 use cudarc::driver::{CudaSlice, LaunchConfig, PushKernelArg};
 use gpu::layout::{
-    FUSED_COLS, FUSED_MAX_STAGES, FUSED_MIN_STAGES, FUSED_ROWS, FUSED_THREADS, FusedParams,
-    FusedSmem, MMQ_KSTEP, WType, fused_sub_steps,
+    FUSED_COL_UNIT, FUSED_MAX_STAGES, FUSED_MIN_STAGES, FUSED_NT, FUSED_ROWS, FUSED_THREADS,
+    FusedParams, FusedSmem, MMQ_KSTEP, WType, fused_sub_steps,
 };
 
 use super::{ExpertIo, ExpertPlan, Intermediates, max_tiles, tiles_from_bounds};
@@ -24,11 +25,18 @@ pub const DOWN_TYPES: [WType; 3] = [WType::Q2_0, WType::Iq4Nl, WType::Q8_0];
 const RESERVED_SMEM_PER_CTA: usize = 1024;
 
 /// The copy pipeline's depth and the CTAs per SM it leaves: the deepest pipeline that keeps two
-/// CTAs per SM with at least 3 stages, else the deepest that fits one CTA; one stage below sm_80
-/// (no `cp.async`: the copies are synchronous, deeper buffers buy nothing). The one function the
-/// shared-memory size, the launch and the report take the depth from.
-pub fn stages(s: &MoeShape, dev: &DeviceLimits) -> Option<(usize, usize)> {
-    let smem = |n| FusedSmem::new(s.gate_up_type, s.down_type, s.ffn, n).total;
+/// CTAs per SM with at least 3 K steps in flight (when the kernel's registers allow two,
+/// `max_per_sm`),
+/// else the deepest that fits one CTA; one stage below sm_80 (no `cp.async`: the copies are
+/// synchronous, deeper buffers buy nothing). The one function the shared-memory size, the
+/// launch and the report take the depth from.
+pub fn stages(
+    s: &MoeShape,
+    dev: &DeviceLimits,
+    nt: usize,
+    max_per_sm: usize,
+) -> Option<(usize, usize)> {
+    let smem = |n| FusedSmem::new(s.gate_up_type, s.down_type, s.ffn, n, nt).total;
     let fits = |n: usize, per_sm: usize| {
         smem(n) <= dev.max_smem_optin as usize
             && per_sm * (smem(n) + RESERVED_SMEM_PER_CTA) <= dev.smem_per_sm as usize
@@ -36,8 +44,15 @@ pub fn stages(s: &MoeShape, dev: &DeviceLimits) -> Option<(usize, usize)> {
     if dev.cc < 80 {
         return fits(1, 1).then_some((1, 1));
     }
-    for per_sm in [2, 1] {
-        let min = if per_sm == 2 { 3 } else { FUSED_MIN_STAGES };
+    // Two CTAs per SM are worth it with at least 3 K steps of 128 values in flight (2 stages of
+    // 256-value blocks).
+    let min_two = 3usize.div_ceil(fused_sub_steps(s.gate_up_type)).max(2);
+    for per_sm in [2, 1].into_iter().filter(|&n| n <= max_per_sm.max(1)) {
+        let min = if per_sm == 2 {
+            min_two
+        } else {
+            FUSED_MIN_STAGES
+        };
         if let Some(n) = (min..=FUSED_MAX_STAGES).rev().find(|&n| fits(n, per_sm)) {
             return Some((n, per_sm));
         }
@@ -64,12 +79,12 @@ pub fn eligible(s: &MoeShape, dev: &DeviceLimits) -> Result<()> {
     if !s.ffn.is_multiple_of(MMQ_KSTEP) {
         return Err(shape("fused path: ffn", s.ffn, "a multiple of 128"));
     }
-    if stages(s, dev).is_none() {
+    if stages(s, dev, FUSED_NT[0], 2).is_none() {
         return Err(shape(
             "fused path: shared memory per CTA (bytes)",
-            FusedSmem::new(s.gate_up_type, s.down_type, s.ffn, 1).total,
+            FusedSmem::new(s.gate_up_type, s.down_type, s.ffn, 1, FUSED_NT[0]).total,
             format!(
-                "at most {} on this device (H of ffn {} for {FUSED_COLS} rows is part of it)",
+                "at most {} on this device (H of ffn {} for {FUSED_COL_UNIT} rows is part of it)",
                 dev.max_smem_optin, s.ffn
             ),
         ));
@@ -77,12 +92,48 @@ pub fn eligible(s: &MoeShape, dev: &DeviceLimits) -> Result<()> {
     Ok(())
 }
 
-/// The fused path's plan: the tile list for up to `cap_rows` rows and the launch shape.
-pub struct FusedPlan {
-    shape: MoeShape,
+/// Environment variable forcing the fused tile width in n-tiles per warp (1: 32 rows, 2: 64),
+/// for measurements; the bytes are the same either way.
+pub const NT_VAR: &str = "MOE_FUSED_NT";
+
+/// The tile width of a run, in n-tiles per warp: 64-row tiles once the routed experts average
+/// at least `WIDE_ROWS` rows (decode amortised over more columns), else 32 (fewer idle columns,
+/// more CTAs). `MOE_FUSED_NT` overrides it.
+pub fn tile_nt(bounds: &[u32], widths: &[usize]) -> usize {
+    if let Some(nt) = std::env::var(NT_VAR)
+        .ok()
+        .and_then(|v| v.parse::<usize>().ok())
+        .filter(|n| widths.contains(n))
+    {
+        return nt;
+    }
+    let experts = bounds.windows(2).filter(|w| w[1] > w[0]).count().max(1);
+    let rows = bounds.last().copied().unwrap_or(0) as usize;
+    if rows / experts >= WIDE_ROWS && widths.contains(&2) {
+        2
+    } else {
+        1
+    }
+}
+
+/// Rows per routed expert from which the 64-row tiles are used (BENCHMARKS.md).
+pub const WIDE_ROWS: usize = 24;
+
+/// One tile width's launch shape.
+#[derive(Clone, Copy, Debug)]
+struct Width {
+    nt: usize,
     stages: usize,
     ctas_per_sm: usize,
     smem: usize,
+}
+
+/// The fused path's plan: the tile list for up to `cap_rows` rows and the launch shapes.
+pub struct FusedPlan {
+    shape: MoeShape,
+    widths: Vec<Width>,
+    /// Index into `widths` of the last prepared run.
+    chosen: usize,
     tiles: CudaSlice<[u32; 4]>,
     n_tiles: usize,
     cap_rows: usize,
@@ -92,24 +143,48 @@ impl FusedPlan {
     pub fn new(gpu: &Gpu, s: &MoeShape, cap_rows: usize) -> Result<Self> {
         let dev = gpu.limits();
         eligible(s, &dev)?;
-        let (stages, ctas_per_sm) = stages(s, &dev).ok_or(Error::Unsupported(
-            "the fused path does not fit this device's shared memory".into(),
-        ))?;
-        let smem = FusedSmem::new(s.gate_up_type, s.down_type, s.ffn, stages).total;
         let k = gpu.kernels.format(s.gate_up_type)?;
-        k.fused
-            .set_attribute(
+        // CTAs per SM the kernels' registers allow (65,536 registers per SM).
+        let by_regs = |f: &cudarc::driver::CudaFunction| -> Result<usize> {
+            let regs = f
+                .get_attribute(FnAttr::CU_FUNC_ATTRIBUTE_NUM_REGS)
+                .op("cuFuncGetAttribute (registers)")?;
+            Ok(65_536 / (regs.max(1) as usize * FUSED_THREADS))
+        };
+        let reg_caps = [by_regs(&k.fused)?, by_regs(&k.fused_wide)?];
+        let widths: Vec<Width> = FUSED_NT
+            .iter()
+            .zip(reg_caps)
+            .filter_map(|(&nt, cap)| {
+                stages(s, &dev, nt, cap).map(|(stages, ctas_per_sm)| Width {
+                    nt,
+                    stages,
+                    ctas_per_sm,
+                    smem: FusedSmem::new(s.gate_up_type, s.down_type, s.ffn, stages, nt).total,
+                })
+            })
+            .collect();
+        let smem = widths
+            .iter()
+            .map(|w| w.smem)
+            .max()
+            .ok_or(Error::Unsupported(
+                "the fused path does not fit this device's shared memory".into(),
+            ))?;
+        let k = gpu.kernels.format(s.gate_up_type)?;
+        for f in [&k.fused, &k.fused_wide] {
+            f.set_attribute(
                 FnAttr::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
                 smem as i32,
             )
             .op("cuFuncSetAttribute (fused kernel shared memory)")?;
+        }
         let rows = cap_rows.max(1);
         Ok(FusedPlan {
             shape: *s,
-            stages,
-            ctas_per_sm,
-            smem,
-            tiles: gpu.alloc_filled(max_tiles(rows, s.n_experts, FUSED_COLS), 0xa5)?,
+            widths,
+            chosen: 0,
+            tiles: gpu.alloc_filled(max_tiles(rows, s.n_experts, FUSED_COL_UNIT), 0xa5)?,
             n_tiles: 0,
             cap_rows: rows,
         })
@@ -126,7 +201,10 @@ impl ExpertPlan for FusedPlan {
     }
 
     fn prepare(&mut self, gpu: &Gpu, bounds: &[u32]) -> Result<()> {
-        let list = tiles_from_bounds(bounds, FUSED_COLS, true);
+        let nts: Vec<usize> = self.widths.iter().map(|w| w.nt).collect();
+        let nt = tile_nt(bounds, &nts);
+        self.chosen = nts.iter().position(|&n| n == nt).unwrap_or(0);
+        let list = tiles_from_bounds(bounds, FUSED_COL_UNIT * self.widths[self.chosen].nt, true);
         self.n_tiles = list.len();
         if !list.is_empty() {
             let raw: Vec<[u32; 4]> = list
@@ -156,6 +234,7 @@ impl ExpertPlan for FusedPlan {
             ));
         }
         if self.n_tiles > 0 {
+            let width = self.widths[self.chosen];
             let w = layer.ptrs(gpu);
             let k = gpu.kernels.format(s.gate_up_type)?;
             let p = KArg(FusedParams {
@@ -173,20 +252,25 @@ impl ExpertPlan for FusedPlan {
                 hidden: s.hidden as u32,
                 ffn: s.ffn as u32,
                 n_cols_x: io.xq_cols as u32,
-                stages: self.stages as u32,
+                stages: width.stages as u32,
                 down_type: s.down_type.id(),
-                _pad: 0,
+                nt: width.nt as u32,
             });
             let cfg = LaunchConfig {
                 grid_dim: (self.n_tiles as u32, 1, 1),
                 block_dim: (FUSED_THREADS as u32, 1, 1),
-                shared_mem_bytes: self.smem as u32,
+                shared_mem_bytes: width.smem as u32,
+            };
+            let (func, name) = if width.nt == 1 {
+                (&k.fused, k.names[2])
+            } else {
+                (&k.fused_wide, k.names[3])
             };
             // SAFETY: weights resident with the layer's shape and readable 16 bytes past their
             // ends (DeviceLayer::upload); xq holds hidden_padded / 128 chunks of xq_cols blocks;
-            // the tiles cover rows < n_rows; row_dst and dm hold n_rows rows; the shared
-            // memory is the plan's layout, opted into at construction.
-            unsafe { gpu.stream.launch_builder(&k.fused).arg(&p).launch(cfg) }.op(k.names[2])?;
+            // the tiles cover rows < n_rows at the kernel's width; row_dst and dm hold n_rows
+            // rows; the shared memory is the plan's layout, opted into at construction.
+            unsafe { gpu.stream.launch_builder(func).arg(&p).launch(cfg) }.op(name)?;
         }
         mark(0)
     }
@@ -196,12 +280,14 @@ impl ExpertPlan for FusedPlan {
     }
 
     fn describe(&self) -> String {
+        let w = self.widths[self.chosen];
         format!(
-            "fused: {} CTAs of up to {FUSED_COLS} rows, {} copy stages, {} KB shared memory, {} CTA(s) per SM",
+            "fused: {} CTAs of up to {} rows, {} copy stages, {} KB shared memory, {} CTA(s) per SM",
             self.n_tiles,
-            self.stages,
-            self.smem / 1024,
-            self.ctas_per_sm
+            FUSED_COL_UNIT * w.nt,
+            w.stages,
+            w.smem / 1024,
+            w.ctas_per_sm
         )
     }
 
@@ -238,14 +324,16 @@ mod tests {
                     down_type: d,
                     ..MoeShape::REFERENCE
                 };
-                let (n, per_sm) = stages(&s, &h200).expect("fits an H200");
-                assert!(n >= 2 && per_sm >= 1, "{g:?}/{d:?}: {n} stages x {per_sm}");
-                let total = FusedSmem::new(g, d, s.ffn, n).total;
-                assert!(per_sm * (total + RESERVED_SMEM_PER_CTA) <= h200.smem_per_sm as usize);
-                assert!(eligible(&s, &h200).is_ok());
-                if let Some((n, _)) = stages(&s, &turing) {
-                    assert_eq!(n, 1);
+                for nt in FUSED_NT {
+                    let (n, per_sm) = stages(&s, &h200, nt, 2).expect("fits an H200");
+                    assert!(n >= 2 && per_sm >= 1, "{g:?}/{d:?}: {n} stages x {per_sm}");
+                    let total = FusedSmem::new(g, d, s.ffn, n, nt).total;
+                    assert!(per_sm * (total + RESERVED_SMEM_PER_CTA) <= h200.smem_per_sm as usize);
+                    if let Some((n, _)) = stages(&s, &turing, nt, 2) {
+                        assert_eq!(n, 1);
+                    }
                 }
+                assert!(eligible(&s, &h200).is_ok());
             }
         }
         let wide = MoeShape {
@@ -259,5 +347,18 @@ mod tests {
             ..MoeShape::REFERENCE
         };
         assert!(eligible(&iq_down, &h200).is_err());
+    }
+
+    #[test]
+    fn width_follows_rows_per_expert() {
+        // 3 experts with rows, 1 without.
+        let few = [0u32, 10, 10, 30, 40];
+        let many = [0u32, 100, 100, 250, 400];
+        if std::env::var(NT_VAR).is_err() {
+            assert_eq!(tile_nt(&few, &[1, 2]), 1);
+            assert_eq!(tile_nt(&many, &[1, 2]), 2);
+            assert_eq!(tile_nt(&many, &[1]), 1);
+            assert_eq!(tile_nt(&[0], &[1, 2]), 1);
+        }
     }
 }

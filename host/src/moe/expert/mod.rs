@@ -7,6 +7,7 @@
 //! Adding a path: a file here with a plan implementing [`ExpertPlan`], a variant of
 //! `ExpertPath` and its arms in `path.rs` (eligibility, the plan's constructor).
 
+pub mod auto;
 pub mod fused;
 pub mod mmq;
 
@@ -43,8 +44,12 @@ pub struct Intermediates {
 /// One expert path's plan for a layer shape and a row capacity.
 pub trait ExpertPlan {
     fn path(&self) -> ExpertPath;
-    /// Stage names in launch order (for tables: "gate_up", "experts", ...).
+    /// Stage names in launch order of the last prepared run (for tables: "gate_up", ...).
     fn stages(&self) -> &'static [&'static str];
+    /// The most stages any run of this plan has (the pipeline's event count).
+    fn max_stages(&self) -> usize {
+        self.stages().len()
+    }
     /// Builds the work list from the expert bounds (`[n_experts + 1]`, host copy) and uploads it
     /// (part of the pipeline's "tiles" stage).
     fn prepare(&mut self, gpu: &Gpu, bounds: &[u32]) -> Result<()>;
