@@ -241,12 +241,39 @@ pub fn quantize_group_q8_1(x: &[f32; 32]) -> (f32, [i8; 32]) {
     (q8_1_scale(d_inv), q)
 }
 
+/// The MAGIC constant: the bits of `1.5 * 2^23`. `MAGIC + c` (integer addition) read as an f32
+/// is exactly `12582912 + c` for |c| < 2^22, so subtracting 12582912 gives `c as f32` exactly.
+/// The kernels pass it as the C operand of their `mma`s, so the sums come out in this form
+/// and need no integer-to-float conversion (docs/h200-ceilings.md: I2F vs MAGIC).
+pub const MAGIC: i32 = 0x4b40_0000;
+
+/// `c as f32` from the MAGIC form `m = MAGIC + c` of an integer sum with |c| < 2^22, exactly.
+#[inline(always)]
+pub fn magic_to_f32(m: i32) -> f32 {
+    f32::from_bits(m as u32) - 12_582_912.0
+}
+
 /// `c as f32` for |c| < 2^22, exactly, without an int-to-float conversion instruction: the bits
 /// of `1.5 * 2^23 + c` minus `1.5 * 2^23` (both steps exact). MMQ's integer sums are below
 /// 32 * 127 * 128 < 2^20.
 #[inline(always)]
 pub fn small_i32_to_f32(c: i32) -> f32 {
-    f32::from_bits(0x4b40_0000u32.wrapping_add(c as u32)) - 12_582_912.0
+    magic_to_f32(MAGIC.wrapping_add(c))
+}
+
+/// [`mmq_step_32`] on a sum in MAGIC form (`m = MAGIC + C`): the same operations on the same
+/// values, so the same bits.
+#[inline(always)]
+pub fn mmq_step_32_magic(acc: f32, m: i32, da: f32, db: f32) -> f32 {
+    fma(magic_to_f32(m) * da, db, acc)
+}
+
+/// [`mmq_step_16`] on sums in MAGIC form.
+#[inline(always)]
+pub fn mmq_step_16_magic(acc: f32, m0: i32, m1: i32, da0: f32, da1: f32, db: f32) -> f32 {
+    let p1 = magic_to_f32(m1) * da1;
+    let inner = fma(magic_to_f32(m0), da0, p1);
+    fma(db, inner, acc)
 }
 
 /// One step of MMQ's float epilogue for the "Q8_0-style" types (Q8_0, Q2_0, IQ4_NL, IQ2_XXS,
@@ -487,6 +514,33 @@ mod tests {
             } else {
                 assert_eq!(f32_to_f16(f), want.to_bits(), "{f:e}");
             }
+        }
+    }
+
+    #[test]
+    fn magic_steps_equal_the_plain_steps() {
+        // Every sum a 32-value int8 group can give (|c| <= 32 * 128 * 128 < 2^19), against
+        // random scales: the MAGIC form gives the same bits as the conversion.
+        let mut s = 5u64;
+        for c in -(1 << 19)..(1 << 19) {
+            s = s
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            let (da, db, acc) = (
+                f32::from_bits(0x3000_0000 | (s >> 40) as u32),
+                f32::from_bits(0x3800_0000 | (s >> 16) as u32 & 0x00ff_ffff),
+                (s as u32 as i32) as f32 * 1e-6,
+            );
+            let m = MAGIC.wrapping_add(c);
+            assert_eq!(magic_to_f32(m), c as f32);
+            assert_eq!(
+                mmq_step_32_magic(acc, m, da, db).to_bits(),
+                mmq_step_32(acc, c, da, db).to_bits()
+            );
+            assert_eq!(
+                mmq_step_16_magic(acc, m, MAGIC - c, da, db, acc).to_bits(),
+                mmq_step_16(acc, c, -c, da, db, acc).to_bits()
+            );
         }
     }
 

@@ -24,7 +24,7 @@ use crate::ptx::{
     ctaid_x, ctaid_y, ld_nc_v4_u32, ld_shared_f32, ldmatrix_x4, mma_m16n8k16_s8, mma_m16n8k32_s8,
     smem_base, st_shared_u32, st_shared_v4, sync_threads, tid_x,
 };
-use crate::quant::{mmq_step_16, mmq_step_32};
+use crate::quant::{MAGIC, mmq_step_16_magic, mmq_step_32_magic};
 
 const ROW: u32 = MMQ_SMEM_ROW as u32;
 const S_OFF: u32 = MMQ_SMEM_A as u32;
@@ -150,16 +150,16 @@ unsafe fn mmq<B: WeightBlock>(p: &MmqParams) {
                         ];
                         let a = &mut acc[mt][nt];
                         if sixteen {
-                            let lo = mma_m16n8k16_s8([af[mt][0], af[mt][1]], bf[nt][0]);
-                            let hi = mma_m16n8k16_s8([af[mt][2], af[mt][3]], bf[nt][1]);
+                            let lo = mma_m16n8k16_s8([af[mt][0], af[mt][1]], bf[nt][0], MAGIC);
+                            let hi = mma_m16n8k16_s8([af[mt][2], af[mt][3]], bf[nt][1], MAGIC);
                             unroll!(i in [0, 1, 2, 3] {
                                 let d = da[i / 2];
-                                a[i] = mmq_step_16(a[i], lo[i], hi[i], d[0], d[1], db[i % 2]);
+                                a[i] = mmq_step_16_magic(a[i], lo[i], hi[i], d[0], d[1], db[i % 2]);
                             });
                         } else {
-                            let c = mma_m16n8k32_s8(af[mt], bf[nt]);
+                            let c = mma_m16n8k32_s8(af[mt], bf[nt], MAGIC);
                             unroll!(i in [0, 1, 2, 3] {
-                                a[i] = mmq_step_32(a[i], c[i], da[i / 2][0], db[i % 2]);
+                                a[i] = mmq_step_32_magic(a[i], c[i], da[i / 2][0], db[i % 2]);
                             });
                         }
                     });

@@ -17,8 +17,8 @@ use crate::ptx::{
     st_shared_u8, st_shared_u32, tid_x,
 };
 use crate::quant::{
-    amax_merge, amax_step, mmq_step_16, mmq_step_32, q8_1_inv_scale, q8_1_quant_finite,
-    q8_1_quant_tiny, q8_1_scale, swiglu_den, swiglu_div,
+    MAGIC, amax_merge, amax_step, mmq_step_16_magic, mmq_step_32_magic, q8_1_inv_scale,
+    q8_1_quant_finite, q8_1_quant_tiny, q8_1_scale, swiglu_den, swiglu_div,
 };
 
 const ROW: u32 = MMQ_SMEM_ROW as u32;
@@ -99,16 +99,16 @@ pub unsafe fn mma_step<B: WeightBlock, const NT: usize>(
                     if nt < NT && live[nt] {
                         let a = &mut acc[mt][nt];
                         if sixteen {
-                            let lo = mma_m16n8k16_s8([af[0], af[1]], b[nt][0]);
-                            let hi = mma_m16n8k16_s8([af[2], af[3]], b[nt][1]);
+                            let lo = mma_m16n8k16_s8([af[0], af[1]], b[nt][0], MAGIC);
+                            let hi = mma_m16n8k16_s8([af[2], af[3]], b[nt][1], MAGIC);
                             unroll!(i in [0, 1, 2, 3] {
                                 let d = d[i / 2];
-                                a[i] = mmq_step_16(a[i], lo[i], hi[i], d[0], d[1], db[nt][i % 2]);
+                                a[i] = mmq_step_16_magic(a[i], lo[i], hi[i], d[0], d[1], db[nt][i % 2]);
                             });
                         } else {
-                            let c = mma_m16n8k32_s8(af, b[nt]);
+                            let c = mma_m16n8k32_s8(af, b[nt], MAGIC);
                             unroll!(i in [0, 1, 2, 3] {
-                                a[i] = mmq_step_32(a[i], c[i], d[i / 2][0], db[nt][i % 2]);
+                                a[i] = mmq_step_32_magic(a[i], c[i], d[i / 2][0], db[nt][i % 2]);
                             });
                         }
                     }
