@@ -46,7 +46,7 @@ pub fn block_size(id: u32) -> Option<(u64, u64)> {
     TYPES.iter().find(|t| t.0 == id).map(|t| (t.2, t.3))
 }
 
-/// ggml's name of type `id` ("q4_K"), or "type <id>" for an id ggml does not define.
+/// ggml's name of type `id` ("q4_K"), or `"type <id>"` for an id ggml does not define.
 pub fn type_name(id: u32) -> String {
     TYPES
         .iter()
