@@ -29,8 +29,10 @@ enum Cmd {
     Prefill(cli::prefill::PrefillArgs),
     /// Writes a synthetic MoE model (reference shape unless told otherwise) as a GGUF file.
     MakeModel(cli::make_model::MakeModelArgs),
-    /// Device and build facts: compute capability, PTX targets, kernels loaded.
-    Info,
+    /// Device and build facts: compute capability, PTX targets, kernels loaded. With --model, a
+    /// GGUF file's MoE layers instead: weight types, and which expert paths can run each and why
+    /// not (from the header alone).
+    Info(cli::info::InfoArgs),
 }
 
 fn main() {
@@ -40,7 +42,7 @@ fn main() {
         Some(Cmd::Swiglu(a)) => cli::swiglu::run(&a),
         Some(Cmd::Prefill(a)) => cli::prefill::run(&a),
         Some(Cmd::MakeModel(a)) => cli::make_model::run(&a),
-        Some(Cmd::Info) => cli::info::run(),
+        Some(Cmd::Info(a)) => cli::info::run(&a),
     };
     if let Err(e) = r {
         eprintln!("error: {e}");

@@ -23,11 +23,13 @@ pub fn run(path: &str) -> host::Result<()> {
         reps: 10,
         seed: 1,
     };
+    // A wrong --path is refused before the GPU opens, as without one.
+    prefill::path_choice(path)?;
     // One GPU context and one copy-bandwidth measurement for both tables.
     let Some(session) = super::open_session()? else {
         return prefill::cpu_only(&p);
     };
-    prefill::run_on(&session, &p)?;
+    prefill::run_synthetic(&session, &p)?;
     println!();
     swiglu::run_on(
         &session,

@@ -3,6 +3,7 @@
 pub mod default;
 pub mod info;
 pub mod make_model;
+pub mod model;
 pub mod prefill;
 pub mod swiglu;
 

@@ -1,12 +1,14 @@
-//! `moe-prefill prefill`: one or more MoE layers' prefill on the GPU (per-group MMQ path), timed
-//! stage by stage, with parity against the CPU reference on a sample of tokens. The layer is a
-//! synthetic one of the reference shape, or read from a GGUF file (routed by its own router).
+//! `moe-prefill prefill`: one or more MoE layers' prefill on the GPU on the chosen expert path,
+//! timed stage by stage, with parity against the CPU reference on a sample of tokens. The layer
+//! is a synthetic one of the reference shape, or read from a GGUF file (routed by its own
+//! router). The arguments and the file are checked before the GPU is opened; without a GPU the
+//! command runs the CPU reference on a few tokens instead.
 
 use std::path::PathBuf;
 
 use clap::Args;
 use gpu::layout::{MMQ_BLOCK_VALUES, Q8_1_MMQ_BYTES, WType, padded_k};
-use host::device::Gpu;
+use host::device::{DeviceLimits, Gpu};
 use host::gguf::GgufFile;
 use host::moe::layer::DeviceLayer;
 use host::moe::path::{self as paths, PathChoice};
@@ -19,6 +21,8 @@ use host::reference;
 use host::synth::{self, Popularity, SyntheticLayer};
 use host::timing::Stats;
 use host::{Error, Result};
+
+use super::model;
 
 #[derive(Args, Clone)]
 pub struct PrefillArgs {
@@ -108,95 +112,102 @@ pub fn synthetic_shape(a: &PrefillArgs) -> Result<MoeShape> {
     Ok(s)
 }
 
-pub fn run(a: &PrefillArgs) -> Result<()> {
-    match super::open_session()? {
-        Some(s) => run_on(&s, a),
-        None => cpu_only(a),
+/// `--path`, parsed.
+pub fn path_choice(path: &str) -> Result<PathChoice> {
+    path.parse()
+        .map_err(|e| Error::Unsupported(format!("--path: {e}")))
+}
+
+/// The synthetic layer's routing from `--routing`: a popularity, or None for the router.
+fn synthetic_routing(a: &PrefillArgs) -> Result<Option<Popularity>> {
+    match a.routing.as_str() {
+        "uniform" => Ok(Some(Popularity::Uniform)),
+        "skewed" => Ok(Some(Popularity::Skewed { sigma: 1.0 })),
+        "router" => Ok(None),
+        r => Err(Error::Unsupported(format!(
+            "unknown routing {r:?}: uniform, skewed or router"
+        ))),
     }
 }
 
-/// The command on an open GPU.
-pub fn run_on(session: &super::Session, a: &PrefillArgs) -> Result<()> {
-    let (gpu, copy_gbs) = (&session.gpu, session.copy_gbs);
+/// The command. Everything the arguments and the file can be checked for is checked before the
+/// GPU is opened, so a mistake gives the same error with a GPU and without one.
+pub fn run(a: &PrefillArgs) -> Result<()> {
+    let choice = path_choice(&a.path)?;
     match &a.model {
         None => {
-            let s = synthetic_shape(a)?;
-            let layer = SyntheticLayer::new(s, false, a.seed)?;
-            let pop = match a.routing.as_str() {
-                "uniform" => Some(Popularity::Uniform),
-                "skewed" => Some(Popularity::Skewed { sigma: 1.0 }),
-                "router" => None,
-                r => {
-                    return Err(Error::Unsupported(format!(
-                        "unknown routing {r:?}: uniform, skewed or router"
-                    )));
-                }
-            };
-            println!(
-                "synthetic layer: E={} top-{} hidden {} FFN {}, {} gate/up, {} down, {} MB of weights; {} routing",
-                s.n_experts,
-                s.top_k,
-                s.hidden,
-                s.ffn,
-                s.gate_up_type.name(),
-                s.down_type.name(),
-                s.weight_bytes() / 1_000_000,
-                a.routing
-            );
-            let rule = RouteRule {
-                n_experts: s.n_experts,
-                top_k: s.top_k,
-                norm: true,
-                scale: 1.0,
-            };
-            run_layer(
-                gpu,
-                a,
-                &layer.weights(),
-                &s,
-                pop,
-                &layer.router,
-                rule,
-                copy_gbs,
-            )
+            synthetic_shape(a)?;
+            synthetic_routing(a)?;
+            match super::open_session()? {
+                Some(s) => run_synthetic(&s, a),
+                None => cpu_only(a),
+            }
         }
-        Some(path) => run_gguf(gpu, a, path, copy_gbs),
+        Some(path) => {
+            let f = GgufFile::open(path)?;
+            let chosen = model::choose_layers(&f, &a.layer)?;
+            match super::open_session()? {
+                Some(s) => run_gguf(&s, a, &f, &chosen),
+                None => cpu_model(a, choice, &f, &chosen),
+            }
+        }
     }
 }
 
-fn run_gguf(gpu: &Gpu, a: &PrefillArgs, path: &std::path::Path, copy_gbs: f64) -> Result<()> {
-    let f = GgufFile::open(path)?;
-    let info = f.model_info()?;
-    let layers = f.moe_layers()?;
-    let chosen: Vec<_> = match a.layer.as_str() {
-        "all" => layers.iter().collect(),
-        "first" => layers.iter().take(1).collect(),
-        n => {
-            let n: usize = n.parse().map_err(|_| {
-                Error::Unsupported(format!("--layer {n:?}: a number, first or all"))
-            })?;
-            vec![layers.iter().find(|l| l.layer == n).ok_or_else(|| {
-                Error::Unsupported(format!(
-                    "layer {n} is not a MoE layer of {}",
-                    path.display()
-                ))
-            })?]
-        }
-    };
+/// The synthetic layer on an open GPU.
+pub fn run_synthetic(session: &super::Session, a: &PrefillArgs) -> Result<()> {
+    let (gpu, copy_gbs) = (&session.gpu, session.copy_gbs);
+    let s = synthetic_shape(a)?;
+    let pop = synthetic_routing(a)?;
+    let layer = SyntheticLayer::new(s, false, a.seed)?;
     println!(
-        "{}: {} ({} layers, {} MoE), E={} top-{} hidden {} FFN {}",
-        path.display(),
-        info.arch,
-        info.n_layers,
-        layers.len(),
-        info.n_expert,
-        info.n_expert_used,
-        info.n_embd,
-        info.n_ff_exp
+        "synthetic layer: E={} top-{} hidden {} FFN {}, {} gate/up, {} down, {} MB of weights; {} routing",
+        s.n_experts,
+        s.top_k,
+        s.hidden,
+        s.ffn,
+        s.gate_up_type.name(),
+        s.down_type.name(),
+        s.weight_bytes() / 1_000_000,
+        a.routing
     );
-    for (i, l) in chosen.iter().enumerate() {
-        eprintln!("[layer {}/{}] blk.{}", i + 1, chosen.len(), l.layer);
-        let fl = host::moe::model::file_layer(&f, l)?;
+    let rule = RouteRule {
+        n_experts: s.n_experts,
+        top_k: s.top_k,
+        norm: true,
+        scale: 1.0,
+    };
+    run_layer(
+        gpu,
+        a,
+        &layer.weights(),
+        &s,
+        pop,
+        &layer.router,
+        rule,
+        copy_gbs,
+    )
+}
+
+/// A file's chosen layers (checked by `model::choose_layers`) on an open GPU.
+fn run_gguf(
+    session: &super::Session,
+    a: &PrefillArgs,
+    f: &GgufFile,
+    chosen: &model::ChosenLayers,
+) -> Result<()> {
+    let (gpu, copy_gbs) = (&session.gpu, session.copy_gbs);
+    println!("{}", chosen.summary(f));
+    // A forced path that cannot run one of the layers is refused before any layer runs.
+    let choice = path_choice(&a.path)?;
+    for (l, s) in &chosen.layers {
+        paths::explain(choice, s, &gpu.limits())
+            .map_err(|e| Error::Unsupported(format!("layer {}: {e}", l.layer)))?;
+    }
+    let n = chosen.layers.len();
+    for (i, (l, _)) in chosen.layers.iter().enumerate() {
+        eprintln!("[layer {}/{n}] blk.{}", i + 1, l.layer);
+        let fl = host::moe::model::file_layer(f, l)?;
         run_layer(
             gpu,
             a,
@@ -225,7 +236,7 @@ fn run_layer(
 ) -> Result<()> {
     let dev = DeviceLayer::upload(gpu, w, s)?;
     let cap = a.tokens.iter().copied().max().unwrap_or(0);
-    let choice: PathChoice = a.path.parse()?;
+    let choice = path_choice(&a.path)?;
     println!("expert path: {}", paths::explain(choice, s, &gpu.limits())?);
     let mut pf = Prefill::new(gpu, s, cap, choice)?;
     for &t in &a.tokens {
@@ -422,6 +433,9 @@ fn print_table(
 /// Without a GPU: the CPU reference of a small batch of the synthetic layer.
 pub fn cpu_only(a: &PrefillArgs) -> Result<()> {
     let s = synthetic_shape(a)?;
+    synthetic_routing(a)?;
+    // The path is checked as it would be on a GPU, against the default limits.
+    paths::explain(path_choice(&a.path)?, &s, &DeviceLimits::default())?;
     let t = 64;
     let t0 = std::time::Instant::now();
     let layer = SyntheticLayer::new(s, false, a.seed)?;
@@ -429,15 +443,92 @@ pub fn cpu_only(a: &PrefillArgs) -> Result<()> {
     let x = host::synth::normal_f32(a.seed, t * s.hidden, 1.0);
     let t1 = std::time::Instant::now();
     let st = reference::prefill(&x, &r, &layer.weights(), &s);
-    let rms =
-        (st.out.iter().map(|v| (*v as f64).powi(2)).sum::<f64>() / st.out.len() as f64).sqrt();
     println!(
-        "CPU reference of the synthetic reference-shape layer ({}/{}): {t} tokens in {:.2} s on {} threads (layer made in {:.2} s); output rms {rms:.3}",
+        "CPU reference of the synthetic layer (E={} top-{} hidden {} FFN {}, {}/{}): {t} tokens in {:.2} s on {} threads (layer made in {:.2} s); output rms {:.3}",
+        s.n_experts,
+        s.top_k,
+        s.hidden,
+        s.ffn,
         s.gate_up_type.name(),
         s.down_type.name(),
         t1.elapsed().as_secs_f64(),
         host::par::threads(),
-        (t1 - t0).as_secs_f64()
+        (t1 - t0).as_secs_f64(),
+        rms(&st.out)
     );
     Ok(())
+}
+
+/// Tokens of the CPU reference per file layer without a GPU (fewer when `--tokens` asks for
+/// fewer): enough to exercise routing and every stage, few enough for seconds per layer.
+const CPU_TOKENS: usize = 16;
+
+/// Without a GPU: the CPU reference on a file's chosen layers, each routed by its own router
+/// (logits, softmax and top-k on the CPU), a few tokens per layer.
+fn cpu_model(
+    a: &PrefillArgs,
+    choice: PathChoice,
+    f: &GgufFile,
+    chosen: &model::ChosenLayers,
+) -> Result<()> {
+    let dev = DeviceLimits::default();
+    println!("{}", chosen.summary(f));
+    // What a GPU would run, judged against the default limits; a forced path that cannot run
+    // a layer is refused as on a GPU, before any layer runs.
+    let mut whys: Vec<(Vec<usize>, String)> = Vec::new();
+    for (l, s) in &chosen.layers {
+        let why = paths::explain(choice, s, &dev)
+            .map_err(|e| Error::Unsupported(format!("layer {}: {e}", l.layer)))?;
+        match whys.iter_mut().find(|w| w.1 == why) {
+            Some(w) => w.0.push(l.layer),
+            None => whys.push((vec![l.layer], why)),
+        }
+    }
+    for (layers, why) in whys {
+        let s = if layers.len() > 1 { "s" } else { "" };
+        println!(
+            "expert path on a GPU with the default limits (no GPU here), layer{s} {}: {why}",
+            model::ranges(&layers)
+        );
+    }
+    let t = a
+        .tokens
+        .iter()
+        .copied()
+        .min()
+        .unwrap_or(CPU_TOKENS)
+        .clamp(1, CPU_TOKENS);
+    let n = chosen.layers.len();
+    for (i, (l, _)) in chosen.layers.iter().enumerate() {
+        eprintln!("[layer {}/{n}] blk.{}", i + 1, l.layer);
+        let fl = host::moe::model::file_layer(f, l)?;
+        let s = &fl.shape;
+        let x = host::synth::normal_f32(a.seed ^ t as u64, t * s.hidden, 1.0);
+        let t0 = std::time::Instant::now();
+        let logits = router::logits(&x, &fl.router, s.n_experts, s.hidden);
+        let r = reference::route::route(&logits, t, &fl.rule);
+        let out = reference::prefill(&x, &r, &fl.weights, s).out;
+        let secs = t0.elapsed().as_secs_f64();
+        let mut used = vec![false; s.n_experts];
+        for &e in &r.ids {
+            used[e as usize] = true;
+        }
+        let max = out.iter().fold(0.0f32, |m, v| m.max(v.abs()));
+        println!(
+            "layer {}: CPU reference, {t} tokens routed by the model's router ({}/{}, {} of {} experts used): {secs:.2} s on {} threads; output rms {:.4}, max |out| {max:.3}",
+            l.layer,
+            s.gate_up_type.name(),
+            s.down_type.name(),
+            used.iter().filter(|&&u| u).count(),
+            s.n_experts,
+            host::par::threads(),
+            rms(&out)
+        );
+    }
+    Ok(())
+}
+
+/// Root mean square of `v` (NaN for an empty slice).
+fn rms(v: &[f32]) -> f64 {
+    (v.iter().map(|x| (*x as f64).powi(2)).sum::<f64>() / v.len() as f64).sqrt()
 }

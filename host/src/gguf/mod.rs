@@ -38,7 +38,7 @@ use memmap2::Mmap;
 use crate::error::{Error, Result};
 use crate::ggml::{block_size, type_name};
 
-pub use model::{ModelInfo, MoeLayer, TensorRef};
+pub use model::{ModelInfo, MoeLayer, TensorRef, is_moe_tensor_name};
 pub use read::parse;
 pub use value::{Value, ValueType};
 pub use write::{TensorSpec, to_bytes, write_gguf, write_to};

@@ -431,6 +431,14 @@ fn expert_name(n: usize, stem: &str) -> String {
     format!("blk.{n}.{stem}.weight")
 }
 
+/// Whether the tensor called `name` belongs to a MoE layer's routing or routed experts: `blk.N.`
+/// followed by what [`MoeLayer`] covers, its `extra` tensors included.
+pub fn is_moe_tensor_name(name: &str) -> bool {
+    name.strip_prefix("blk.")
+        .and_then(|rest| rest.split_once('.'))
+        .is_some_and(|(n, local)| n.parse::<usize>().is_ok() && is_routed_expert_tensor(local))
+}
+
 /// Whether a layer tensor (name after `blk.N.`) takes part in the routed-expert computation:
 /// the router, selection biases, and anything per expert (`*_exps.*`, `*_chexps.*`).
 fn is_routed_expert_tensor(local: &str) -> bool {

@@ -8,7 +8,7 @@ use gpu::layout::WType;
 use crate::error::{Error, Result};
 use crate::formats::ExpertTensor;
 use crate::gguf::{GgufFile, MoeLayer, TensorRef, TensorSpec, Value, write_gguf};
-use crate::moe::router::router_weights_f32;
+use crate::moe::router::{check_router_type, router_weights_f32};
 use crate::problem::RouteRule;
 use crate::problem::{GateUp, LayerWeights, MoeShape};
 use crate::synth::SyntheticLayer;
@@ -34,9 +34,11 @@ fn wtype(f: &GgufFile, t: &TensorRef) -> Result<WType> {
     })
 }
 
-/// The layer's inputs, with a clear error for what this build cannot run (weight types, routing
-/// functions other than softmax, per-expert biases or scales).
-pub fn file_layer<'a>(f: &'a GgufFile, l: &MoeLayer<'a>) -> Result<FileLayer<'a>> {
+/// The layer's shape from the file's header alone (no tensor data is read), with a clear error
+/// for what this build cannot run at all: weight types, router types, routing functions other
+/// than softmax, per-expert biases or scales. The shape is not checked against the kernels'
+/// limits here: [`MoeShape::check`] and `moe::path::eligible` say whether and where it runs.
+pub fn layer_shape(f: &GgufFile, l: &MoeLayer) -> Result<MoeShape> {
     let info = f.model_info()?;
     let err = |msg: String| Error::Gguf {
         path: f.path().to_path_buf(),
@@ -58,7 +60,33 @@ pub fn file_layer<'a>(f: &'a GgufFile, l: &MoeLayer<'a>) -> Result<FileLayer<'a>
             info.gating_func
         )));
     }
-    let (h, ff, e) = (info.n_embd, l.n_ff, info.n_expert);
+    let gate_up = match (&l.gate, &l.gate_up) {
+        (Some(g), _) => g,
+        (None, Some(m)) => m,
+        (None, None) => return Err(err("no gate/up expert tensors".into())),
+    };
+    check_router_type(l.router.info.ggml_type).map_err(|e| err(e.to_string()))?;
+    let in_layer = |e: Error| match e {
+        Error::Gguf { msg, .. } => err(msg),
+        e => e,
+    };
+    let shape = MoeShape {
+        n_experts: info.n_expert,
+        top_k: info.n_expert_used,
+        hidden: info.n_embd,
+        ffn: l.n_ff,
+        gate_up_type: wtype(f, gate_up).map_err(in_layer)?,
+        down_type: wtype(f, &l.down).map_err(in_layer)?,
+    };
+    Ok(shape)
+}
+
+/// The layer's inputs (weights borrowed from the file's map, the router converted to f32), after
+/// the checks of [`layer_shape`].
+pub fn file_layer<'a>(f: &'a GgufFile, l: &MoeLayer<'a>) -> Result<FileLayer<'a>> {
+    let info = f.model_info()?;
+    let shape = layer_shape(f, l)?;
+    let (h, ff, e) = (shape.hidden, shape.ffn, shape.n_experts);
     let tensor = |t: &TensorRef<'a>, n: usize, k: usize| -> Result<ExpertTensor<'a>> {
         ExpertTensor::new(wtype(f, t)?, e, n, k, t.data)
     };
@@ -68,19 +96,16 @@ pub fn file_layer<'a>(f: &'a GgufFile, l: &MoeLayer<'a>) -> Result<FileLayer<'a>
             up: tensor(u, ff, h)?,
         },
         (_, _, Some(m)) => GateUp::Merged(tensor(m, 2 * ff, h)?),
-        _ => return Err(err("no gate/up expert tensors".into())),
+        _ => {
+            return Err(Error::Gguf {
+                path: f.path().to_path_buf(),
+                msg: format!("layer {}: no gate/up expert tensors", l.layer),
+            });
+        }
     };
     let weights = LayerWeights {
         gate_up,
         down: tensor(&l.down, h, ff)?,
-    };
-    let shape = MoeShape {
-        n_experts: e,
-        top_k: info.n_expert_used,
-        hidden: h,
-        ffn: ff,
-        gate_up_type: weights.gate_up.wtype(),
-        down_type: weights.down.wtype,
     };
     weights.check(&shape)?;
     let router = router_weights_f32(l.router.info.ggml_type, l.router.data)?;

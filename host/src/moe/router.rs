@@ -5,8 +5,20 @@
 use crate::error::{Error, Result};
 use crate::par::par_chunks_mut;
 
+/// Whether router weights of ggml type `ty` can be read: f32 (0), f16 (1) and bf16 (30).
+pub fn check_router_type(ty: u32) -> Result<()> {
+    match ty {
+        0 | 1 | 30 => Ok(()),
+        _ => Err(Error::Unsupported(format!(
+            "router weights of type {} are not supported (f32, f16 and bf16 are)",
+            crate::ggml::type_name(ty)
+        ))),
+    }
+}
+
 /// Router weights as f32 from a GGUF tensor's bytes of ggml type `ty` (0 f32, 1 f16, 30 bf16).
 pub fn router_weights_f32(ty: u32, bytes: &[u8]) -> Result<Vec<f32>> {
+    check_router_type(ty)?;
     Ok(match ty {
         0 => bytes
             .chunks_exact(4)
@@ -16,16 +28,10 @@ pub fn router_weights_f32(ty: u32, bytes: &[u8]) -> Result<Vec<f32>> {
             .chunks_exact(2)
             .map(|b| gpu::quant::f16_to_f32(u16::from_le_bytes([b[0], b[1]])))
             .collect(),
-        30 => bytes
+        _ => bytes
             .chunks_exact(2)
             .map(|b| f32::from_bits((u16::from_le_bytes([b[0], b[1]]) as u32) << 16))
             .collect(),
-        _ => {
-            return Err(Error::Unsupported(format!(
-                "router weights of type {} are not supported (f32, f16 and bf16 are)",
-                crate::ggml::type_name(ty)
-            )));
-        }
     })
 }
 
