@@ -5,6 +5,7 @@ pub mod info;
 pub mod make_model;
 pub mod model;
 pub mod prefill;
+pub mod report;
 pub mod swiglu;
 
 use host::device::Gpu;
