@@ -80,7 +80,10 @@ fn main() -> host::Result<()> {
         .zip(&want)
         .filter(|(a, b)| a.to_bits() != b.to_bits())
         .count();
-    println!("values differing from the CPU reference: {differ} of {}", out.len());
+    println!(
+        "values differing from the CPU reference: {differ} of {}",
+        out.len()
+    );
     if differ != 0 {
         return Err(host::Error::Mismatch(format!(
             "{differ} output values differ from the CPU reference"

@@ -36,9 +36,7 @@ impl ChosenLayers<'_> {
 
 /// Block numbers of the blocks that have an `ffn_down_exps` tensor, well-formed or not.
 pub fn moe_blocks(f: &GgufFile, info: &ModelInfo) -> Vec<usize> {
-    (0..info.n_layers)
-        .filter(|n| f.tensor(&format!("blk.{n}.ffn_down_exps.weight")).is_some())
-        .collect()
+    f.moe_blocks(info)
 }
 
 /// Resolves `layer` ("first", "all" or a block number) against `f` and checks each chosen layer:

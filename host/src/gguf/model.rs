@@ -214,14 +214,38 @@ impl GgufFile {
     /// An error if there is none or if any is malformed.
     pub fn moe_layers(&self) -> Result<Vec<MoeLayer<'_>>> {
         let info = self.model_info()?;
-        let layers = (0..info.n_layers)
-            .filter(|&n| self.tensor(&expert_name(n, "ffn_down_exps")).is_some())
+        let layers = self
+            .moe_blocks(&info)
+            .into_iter()
             .map(|n| self.layer_of(&info, n))
             .collect::<Result<Vec<_>>>()?;
         if layers.is_empty() {
             return Err(self.no_moe_layer(&info));
         }
         Ok(layers)
+    }
+
+    /// The blocks below `block_count` that hold a `blk.N.ffn_down_exps.weight` tensor, ascending.
+    /// Found from the tensor list, not by trying every block number: `block_count` comes from the
+    /// file and may be anything up to 2^64 - 1 (a fuzzed file with a huge one made a loop over
+    /// the block numbers run for minutes).
+    pub fn moe_blocks(&self, info: &ModelInfo) -> Vec<usize> {
+        let mut blocks: Vec<usize> = self
+            .tensors()
+            .iter()
+            .filter_map(|t| {
+                let n = t
+                    .name
+                    .strip_prefix("blk.")?
+                    .strip_suffix(".ffn_down_exps.weight")?;
+                // Canonical decimal only, as `expert_name` writes it ("07" is another tensor).
+                let v: usize = n.parse().ok()?;
+                (v.to_string() == n && v < info.n_layers).then_some(v)
+            })
+            .collect();
+        blocks.sort_unstable();
+        blocks.dedup();
+        blocks
     }
 
     /// MoE layer `n` (block `blk.n.*`).
@@ -266,8 +290,10 @@ impl GgufFile {
                 .filter(|&w| w > 0)
                 .ok_or_else(|| self.err(format!("{key} is {first}")));
         }
-        let first_moe =
-            (0..info.n_layers).find_map(|n| self.tensor(&expert_name(n, "ffn_down_exps")));
+        let first_moe = self
+            .moe_blocks(info)
+            .first()
+            .and_then(|&n| self.tensor(&expert_name(n, "ffn_down_exps")));
         match first_moe {
             Some(down) => usize::try_from(down.dims[0])
                 .map_err(|_| self.err(format!("'{}' is too wide", down.name))),

@@ -241,3 +241,20 @@ fn moe_finder_errors() {
         check_err(label, p, e, &[want]);
     }
 }
+
+/// Found by `cargo fuzz` (fuzz/): a header whose `block_count` is 4,278,190,081 made the MoE-layer finder
+/// try every block number. The finder now reads the block numbers off the tensor list; this file
+/// must be answered (here: an error or a list) at once, whatever its block count.
+#[test]
+fn huge_block_count_is_answered_from_the_tensor_list() {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("data/fuzz/huge_block_count.gguf");
+    let bytes = std::fs::read(&path).expect("the fuzz artifact is in tests/data/fuzz");
+    let f = GgufFile::from_vec(&path, bytes).expect("the header itself is well formed");
+    let info = f.model_info();
+    let layers = f.moe_layers();
+    assert!(info.is_err() || layers.is_err() || layers.is_ok_and(|l| !l.is_empty()));
+    if let Ok(info) = f.model_info() {
+        assert!(info.n_layers > 1 << 31, "block count {}", info.n_layers);
+        assert!(f.moe_blocks(&info).len() <= f.tensors().len());
+    }
+}
