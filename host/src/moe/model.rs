@@ -36,7 +36,7 @@ fn wtype(f: &GgufFile, t: &TensorRef) -> Result<WType> {
 
 /// The layer's shape from the file's header alone (no tensor data is read), with a clear error
 /// for what this build cannot run at all: weight types, router types, routing functions other
-/// than softmax, per-expert biases or scales. The shape is not checked against the kernels'
+/// than softmax, per-expert biases or scales, a shared expert. The shape is not checked against the kernels'
 /// limits here: [`MoeShape::check`] and `moe::path::eligible` say whether and where it runs.
 pub fn layer_shape(f: &GgufFile, l: &MoeLayer) -> Result<MoeShape> {
     let info = f.model_info()?;
@@ -53,6 +53,25 @@ pub fn layer_shape(f: &GgufFile, l: &MoeLayer) -> Result<MoeShape> {
                 .map(|t| t.info.name.as_str()),
         );
         return Err(err(format!("tensors this build does not apply: {names:?}")));
+    }
+    // A shared expert (Qwen2-MoE / Qwen-Next, DeepSeek: `ffn_{gate,up,down}_shexp`, maybe gated
+    // by `ffn_gate_inp_shexp`) is added to the routed experts' output: running the routed
+    // experts alone would give the wrong layer output, so it is refused by name.
+    let prefix = format!("blk.{}.", l.layer);
+    let shared: Vec<&str> = f
+        .tensors()
+        .iter()
+        .map(|t| t.name.as_str())
+        .filter(|n| {
+            n.strip_prefix(&prefix)
+                .is_some_and(|rest| rest.contains("_shexp"))
+        })
+        .collect();
+    if !shared.is_empty() {
+        return Err(err(format!(
+            "a shared expert {shared:?}: this build runs the routed experts only, and the layer's \
+             output needs the shared expert added"
+        )));
     }
     if info.gating_func != 1 {
         return Err(err(format!(

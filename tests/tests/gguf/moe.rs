@@ -258,3 +258,34 @@ fn huge_block_count_is_answered_from_the_tensor_list() {
         assert!(f.moe_blocks(&info).len() <= f.tensors().len());
     }
 }
+
+/// A layer with a shared expert (Qwen-Next / Qwen2-MoE style `ffn_*_shexp`, gated by
+/// `ffn_gate_inp_shexp`) is refused by name: running only the routed experts would change the
+/// layer's output without saying so. The layer without it still runs.
+#[test]
+fn shared_expert_is_named_not_skipped() {
+    let (m, mut s) = moe_parts(false);
+    for (name, dims) in [
+        ("blk.1.ffn_gate_inp_shexp.weight", vec![EMBD]),
+        ("blk.1.ffn_gate_shexp.weight", vec![EMBD, FF]),
+        ("blk.1.ffn_up_shexp.weight", vec![EMBD, FF]),
+        ("blk.1.ffn_down_shexp.weight", vec![FF, EMBD]),
+    ] {
+        s.push(spec(name, &dims, 0));
+    }
+    let f = open_vec(build(&m, &s, 32));
+    let layers = f.moe_layers().expect("the routed experts are found");
+    assert_eq!(layers.len(), 2);
+    assert!(host::moe::model::layer_shape(&f, &layers[0]).is_ok());
+    let e = host::moe::model::layer_shape(&f, &layers[1]).expect_err("shared expert");
+    let msg = e.to_string();
+    for want in [
+        "layer 1",
+        "shared expert",
+        "blk.1.ffn_gate_shexp.weight",
+        "blk.1.ffn_gate_inp_shexp.weight",
+    ] {
+        assert!(msg.contains(want), "{msg:?} should name {want:?}");
+    }
+    assert!(host::moe::model::file_layer(&f, &layers[1]).is_err());
+}
