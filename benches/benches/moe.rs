@@ -175,7 +175,7 @@ fn prefill_summary(copy_gbs: f64) {
     }
     let s = MoeShape::REFERENCE;
     for t in TOKENS {
-        let (w, m, f) = host::timing::h200_floors_ms(&s, t);
+        let (w, m, f) = host::timing::floors_ms(&s, t, host::timing::H200_READ_ONLY_BYTES_PER_S);
         println!(
             "H200 floors at T={t} (reference shape, Q2_0 pack, {} MB): weights read once {w:.3} ms at 4.45 TB/s; int8 work {m:.3} ms at 1,285 TOPS; MMQ scale steps {f:.3} ms of FP32 issue (copy measured here: {copy_gbs:.0} GB/s)",
             s.weight_bytes() / 1_000_000

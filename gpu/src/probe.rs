@@ -59,3 +59,32 @@ pub unsafe extern "ptx-kernel" fn probe_ggml_q8_1(
         *d.add(g as usize) = rcp_approx_ftz(d_inv);
     }
 }
+
+/// The read-only bandwidth ceiling: every thread reads 16-byte chunks `i, i + stride, ...` of
+/// `src` (`n16` chunks) with `ld.global.nc.v4` and folds them by XOR; a thread writes its fold
+/// only when it equals `never` (the host passes a value the data cannot give), so the loads
+/// cannot be optimised away and nothing is written. The weight-read floor's rate.
+///
+/// # Safety
+/// `src` holds `n16` 16-byte aligned chunks; `out` one writable u32.
+#[unsafe(no_mangle)]
+pub unsafe extern "ptx-kernel" fn probe_read_bandwidth(
+    src: *const u32,
+    n16: u64,
+    never: u32,
+    out: *mut u32,
+) {
+    let stride = crate::ptx::ntid_x() as u64 * crate::ptx::nctaid_x() as u64;
+    let mut i = ctaid_x() as u64 * crate::ptx::ntid_x() as u64 + tid_x() as u64;
+    let mut acc = 0u32;
+    while i < n16 {
+        // SAFETY: chunk i < n16 is inside src.
+        let v = unsafe { crate::ptx::ld_nc_v4_u32(src.add(4 * i as usize)) };
+        acc ^= v[0] ^ v[1] ^ v[2] ^ v[3];
+        i += stride;
+    }
+    if acc == never {
+        // SAFETY: one u32 (never reached for the host's data).
+        unsafe { out.write(acc) };
+    }
+}

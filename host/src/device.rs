@@ -89,6 +89,7 @@ kernels!(
     moe_combine,
     probe_params_echo,
     probe_ggml_q8_1,
+    probe_read_bandwidth,
 );
 
 /// The kernels of one weight format (a row of `gpu::for_each_format!`).

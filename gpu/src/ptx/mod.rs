@@ -20,6 +20,13 @@ pub fn ntid_x() -> u32 {
     unsafe { core::arch::nvptx::_block_dim_x() as u32 }
 }
 
+/// `%nctaid.x`: blocks in the grid along x.
+#[inline(always)]
+pub fn nctaid_x() -> u32 {
+    // SAFETY: reads a special register.
+    unsafe { core::arch::nvptx::_grid_dim_x() as u32 }
+}
+
 /// `%ctaid.x`.
 #[inline(always)]
 pub fn ctaid_x() -> u32 {

@@ -9,14 +9,27 @@ pub mod report;
 pub mod swiglu;
 
 use host::device::Gpu;
-use host::timing::copy_bandwidth;
+use host::timing::{copy_bandwidth, read_bandwidth};
 
-/// An open GPU and its measured copy bandwidth (the ceiling of every GB/s figure), opened once
-/// per command.
+/// An open GPU and its measured bandwidths, opened and measured once per command.
 pub struct Session {
     pub gpu: Gpu,
-    /// Device-to-device copy, GB/s counting bytes read plus written.
+    pub rates: Rates,
+}
+
+/// Environment variable: `h200` makes a session take the H200's ceilings instead of measuring.
+pub const CEILINGS_VAR: &str = "MOE_CEILINGS";
+/// The H200's device-to-device copy, GB/s (read + write; docs/h200-ceilings.md).
+const H200_COPY_GBS: f64 = 4200.0;
+
+/// The GPU's memory ceilings, measured when the session opens.
+#[derive(Clone, Copy, Debug)]
+pub struct Rates {
+    /// Device-to-device copy, GB/s counting bytes read plus written: the ceiling of every GB/s
+    /// figure of a kernel that reads and writes.
     pub copy_gbs: f64,
+    /// Read-only (16-byte `ld.global.nc`), GB/s: the rate of the weight-read floor.
+    pub read_gbs: f64,
 }
 
 /// Opens the GPU and measures its copy bandwidth, printing both; without a GPU, prints one line
@@ -29,10 +42,25 @@ pub fn open_session() -> host::Result<Option<Session>> {
             return Ok(None);
         }
     };
-    let (copy_gbs, _) = copy_bandwidth(&gpu, 1 << 30)?;
+    // Under compute-sanitizer the 46 GB of timed traffic would take minutes: MOE_CEILINGS=h200
+    // takes the H200's measured figures (docs/h200-ceilings.md) instead.
+    let (copy_gbs, read_gbs, how) = if std::env::var(CEILINGS_VAR).is_ok_and(|v| v == "h200") {
+        (
+            H200_COPY_GBS,
+            host::timing::H200_READ_ONLY_BYTES_PER_S / 1e9,
+            format!("the H200's, {CEILINGS_VAR}=h200"),
+        )
+    } else {
+        let (copy, _) = copy_bandwidth(&gpu, 1 << 30)?;
+        let (read, _) = read_bandwidth(&gpu, 1 << 30)?;
+        (copy, read, "measured".to_string())
+    };
     println!(
-        "device: {} (sm_{}, {} SMs); device-to-device copy {copy_gbs:.0} GB/s (read + write), the ceiling below",
+        "device: {} (sm_{}, {} SMs); device-to-device copy {copy_gbs:.0} GB/s (read + write), read-only {read_gbs:.0} GB/s ({how}): the ceilings below",
         gpu.info.name, gpu.info.ptx_arch, gpu.info.sm_count
     );
-    Ok(Some(Session { gpu, copy_gbs }))
+    Ok(Some(Session {
+        gpu,
+        rates: Rates { copy_gbs, read_gbs },
+    }))
 }

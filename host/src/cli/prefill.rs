@@ -134,7 +134,7 @@ pub fn run(a: &PrefillArgs) -> Result<()> {
 
 /// The synthetic layer on an open GPU.
 pub fn run_synthetic(session: &super::Session, a: &PrefillArgs) -> Result<()> {
-    let (gpu, copy_gbs) = (&session.gpu, session.copy_gbs);
+    let (gpu, rates) = (&session.gpu, session.rates);
     let s = synthetic_shape(a)?;
     let pop = synthetic_routing(a)?;
     let layer = SyntheticLayer::new(s, false, a.seed)?;
@@ -163,7 +163,7 @@ pub fn run_synthetic(session: &super::Session, a: &PrefillArgs) -> Result<()> {
         pop,
         &layer.router,
         rule,
-        copy_gbs,
+        rates,
     )
 }
 
@@ -174,7 +174,7 @@ fn run_gguf(
     f: &GgufFile,
     chosen: &model::ChosenLayers,
 ) -> Result<()> {
-    let (gpu, copy_gbs) = (&session.gpu, session.copy_gbs);
+    let (gpu, rates) = (&session.gpu, session.rates);
     println!("{}", chosen.summary(f));
     // A forced path that cannot run one of the layers is refused before any layer runs.
     let choice = path_choice(&a.path)?;
@@ -194,7 +194,7 @@ fn run_gguf(
             None,
             &fl.router,
             fl.rule,
-            copy_gbs,
+            rates,
         )?;
     }
     Ok(())
@@ -210,7 +210,7 @@ fn run_layer(
     pop: Option<Popularity>,
     router_w: &[f32],
     rule: RouteRule,
-    copy_gbs: f64,
+    rates: super::Rates,
 ) -> Result<()> {
     let dev = DeviceLayer::upload(gpu, w, s)?;
     let cap = a.tokens.iter().copied().max().unwrap_or(0);
@@ -250,7 +250,7 @@ fn run_layer(
         } else {
             None
         };
-        print_table(s, t, &runs, copy_gbs, parity, logits.is_some(), &pf);
+        print_table(s, t, &runs, rates, parity, logits.is_some(), &pf);
     }
     Ok(())
 }

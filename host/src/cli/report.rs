@@ -90,7 +90,7 @@ pub fn print_table(
     s: &MoeShape,
     t: usize,
     runs: &[StageTimes],
-    copy_gbs: f64,
+    rates: super::Rates,
     parity: Option<(usize, usize)>,
     routed_on_gpu: bool,
     pf: &Prefill,
@@ -165,10 +165,11 @@ pub fn print_table(
             rate
         );
     }
-    let (floor_w, floor_mma, floor_fp) = host::timing::h200_floors_ms(s, t);
+    let (floor_w, floor_mma, floor_fp) = host::timing::floors_ms(s, t, rates.read_gbs * 1e9);
     println!(
-        "  H200 floors: weights read once {floor_w:.3} ms ({} MB at 4.45 TB/s read-only); int8 work {floor_mma:.3} ms at 1,285 TOPS (mma.sync); MMQ scale steps {floor_fp:.3} ms of FP32 issue (copy here: {copy_gbs:.0} GB/s)",
+        "  floors: weights read once {floor_w:.3} ms ({} MB at the {:.0} GB/s read-only rate measured here); int8 work {floor_mma:.3} ms at the H200's 1,285 TOPS (mma.sync); MMQ scale steps {floor_fp:.3} ms of the H200's FP32 issue",
         s.weight_bytes() / 1_000_000,
+        rates.read_gbs,
     );
     if let Some(l) = llama_cpp_ms(s.gate_up_type, s.down_type, t) {
         println!(

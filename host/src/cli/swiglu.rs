@@ -38,13 +38,13 @@ pub fn run(a: &SwigluArgs) -> Result<()> {
 
 /// The command on an open GPU.
 pub fn run_on(session: &super::Session, a: &SwigluArgs) -> Result<()> {
-    let (gpu, copy_gbs) = (&session.gpu, session.copy_gbs);
+    let (gpu, rates) = (&session.gpu, session.rates);
     println!(
         "{:<11} {:>8} {:>10} {:>9} {:>7} {:>8}  parity",
         "path", "rows", "median ms", "GB/s", "% copy", "speedup"
     );
     for &rows in &a.rows {
-        table_rows(gpu, a, rows, copy_gbs)?;
+        table_rows(gpu, a, rows, rates.copy_gbs)?;
     }
     Ok(())
 }
