@@ -1,0 +1,233 @@
+//! One `#[repr(C)]` parameter struct per kernel: the host passes it by value, and the field
+//! order lives here only. Sizes are checked at compile time below.
+
+use core::mem::size_of;
+
+#[cfg(not(target_arch = "nvptx64"))]
+use bytemuck::{Pod, Zeroable};
+
+/// Parameters of `moe_swiglu_quant` (fused SwiGLU + q8_1 D4 quantization).
+///
+/// Input `gu`: f32 `[n_rows, gu_stride]`; row r holds gate and up of length `ffn` each, either
+/// as two halves (`gate = row[0..ffn]`, `up = row[ffn..2 ffn]`) or interleaved
+/// (`gate_j = row[2j]`, `up_j = row[2j + 1]`). Output `out`: `padded_k(ffn) / 128` chunks of
+/// `n_cols` [`BlockQ8_1Mmq`], row r's chunk kc at `kc * n_cols + r`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(C)]
+pub struct SwigluQuantParams {
+    /// `*const f32`
+    pub gu: u64,
+    /// `*mut BlockQ8_1Mmq`
+    pub out: u64,
+    pub n_rows: u32,
+    /// Multiple of 128.
+    pub ffn: u32,
+    /// Elements from one row of `gu` to the next; a multiple of 4, at least `2 * ffn`.
+    pub gu_stride: u32,
+    /// Rows of the output buffer (its column count in MMQ terms), at least `n_rows`.
+    pub n_cols: u32,
+    /// 0: halves, 1: interleaved.
+    pub interleaved: u32,
+    pub _pad: u32,
+}
+
+/// Parameters of `moe_swiglu_f32`, the first kernel of the two-kernel form: writes
+/// `h = swiglu(gate, up)` as f32 `[n_rows, ffn]`. `gu` as in [`SwigluQuantParams`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(C)]
+pub struct SwigluParams {
+    /// `*const f32`
+    pub gu: u64,
+    /// `*mut f32`
+    pub h: u64,
+    pub n_rows: u32,
+    pub ffn: u32,
+    pub gu_stride: u32,
+    pub interleaved: u32,
+}
+
+/// Parameters of `moe_quantize_q8_1`: quantizes f32 rows `x[n_rows, x_stride]` (first `k`
+/// values of each) into D4 blocks laid out as in [`SwigluQuantParams`] (the second kernel of the
+/// two-kernel form).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(C)]
+pub struct QuantizeParams {
+    /// `*const f32`
+    pub x: u64,
+    /// `*mut BlockQ8_1Mmq`
+    pub out: u64,
+    pub n_rows: u32,
+    /// Values per row; a multiple of 4.
+    pub k: u32,
+    /// Elements from one row of `x` to the next; a multiple of 4, at least `k`.
+    pub x_stride: u32,
+    pub n_cols: u32,
+}
+
+host_pod!(SwigluQuantParams, SwigluParams, QuantizeParams);
+
+const _: () = assert!(size_of::<SwigluQuantParams>() == 40);
+const _: () = assert!(size_of::<SwigluParams>() == 32);
+const _: () = assert!(size_of::<QuantizeParams>() == 32);
+
+/// One CTA's column tile of an MMQ product: expert `expert`'s activation rows
+/// `col_start .. col_start + n_cols` (compact order, `n_cols <= MMQ_COLS`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(C)]
+pub struct MmqTile {
+    pub expert: u32,
+    pub col_start: u32,
+    pub n_cols: u32,
+    pub _pad: u32,
+}
+
+/// Parameters of the MMQ products `moe_gate_up_<wtype>_mmq` / `moe_down_<wtype>_mmq`.
+///
+/// Output row `n` (0..`n`) of expert e uses weight row `n` of tensor `w0` when `n < n_split`,
+/// else row `n - n_split` of `w1` (separate gate and up tensors); each tensor holds
+/// `w_expert_bytes` per expert, `row_bytes` per row. Activations `x`: D4 blocks
+/// `[k / 128][n_cols_x]`. The result of compact row c goes to
+/// `out[out_row(c) * out_stride + n]`, `out_row(c) = out_rows[c]` or c when `out_rows` is 0.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(C)]
+pub struct MmqParams {
+    pub w0: u64,
+    pub w1: u64,
+    pub w_expert_bytes: u64,
+    /// `*const BlockQ8_1Mmq`
+    pub x: u64,
+    /// `*const MmqTile`, one per CTA along grid.x
+    pub tiles: u64,
+    /// `*mut f32`
+    pub out: u64,
+    /// `*const u32` or 0
+    pub out_rows: u64,
+    pub row_bytes: u32,
+    pub n_split: u32,
+    /// Output features; a multiple of MMQ_ROWS.
+    pub n: u32,
+    /// Values per row; a multiple of MMQ_KSTEP.
+    pub k: u32,
+    pub n_cols_x: u32,
+    pub out_stride: u32,
+}
+
+/// Parameters of `moe_route`: softmax + top-k of router logits `[n_tokens][n_experts]` into
+/// `ids` / `weights` `[n_tokens][top_k]` (rules: host/src/reference/route.rs).
+#[derive(Clone, Copy, Debug, PartialEq)]
+#[repr(C)]
+pub struct RouteParams {
+    /// `*const f32`
+    pub logits: u64,
+    /// `*mut u32`
+    pub ids: u64,
+    /// `*mut f32`
+    pub weights: u64,
+    pub n_tokens: u32,
+    pub n_experts: u32,
+    pub top_k: u32,
+    /// 1: divide the weights by their sum.
+    pub norm: u32,
+    /// Multiplier of the weights (not applied when 0 or 1).
+    pub scale: f32,
+    pub _pad: u32,
+}
+
+/// Parameters of the scatter kernels (`moe_scatter_count`, `_offsets`, `_place`,
+/// `_quantize`): expert-sorted row order of a routing and the q8_1 activations placed in it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(C)]
+pub struct ScatterParams {
+    /// `*const u32` `[n_tokens][top_k]`
+    pub ids: u64,
+    /// `*mut u32` `[n_chunks][n_experts]`: per-chunk counts, then per-chunk offsets
+    pub chunk_counts: u64,
+    /// `*mut u32` `[n_experts + 1]`
+    pub expert_bounds: u64,
+    /// `*mut u32` `[n_rows]`: compact row -> token
+    pub row_token: u64,
+    /// `*mut u32` `[n_rows]`: compact row -> token * top_k + slot
+    pub row_dst: u64,
+    /// `*mut u32` `[n_tokens * top_k]`: token * top_k + slot -> compact row
+    pub row_of: u64,
+    /// `*const f32` `[n_tokens][hidden]`
+    pub x: u64,
+    /// `*mut BlockQ8_1Mmq` `[padded_k(hidden) / 128][n_tokens * top_k]`
+    pub xq: u64,
+    pub n_tokens: u32,
+    pub top_k: u32,
+    pub n_experts: u32,
+    pub hidden: u32,
+}
+
+/// Parameters of `moe_combine`: `out[t][h]` = weighted sum over slots of `dm[t * top_k + s][h]`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(C)]
+pub struct CombineParams {
+    /// `*const f32` `[n_tokens * top_k][hidden]`
+    pub dm: u64,
+    /// `*const f32` `[n_tokens][top_k]`
+    pub weights: u64,
+    /// `*mut f32` `[n_tokens][hidden]`
+    pub out: u64,
+    pub n_tokens: u32,
+    pub top_k: u32,
+    pub hidden: u32,
+    pub _pad: u32,
+}
+
+host_pod!(
+    MmqTile,
+    MmqParams,
+    RouteParams,
+    ScatterParams,
+    CombineParams
+);
+
+const _: () = assert!(size_of::<MmqTile>() == 16);
+const _: () = assert!(size_of::<MmqParams>() == 80);
+const _: () = assert!(size_of::<RouteParams>() == 48);
+const _: () = assert!(size_of::<ScatterParams>() == 80);
+const _: () = assert!(size_of::<CombineParams>() == 40);
+
+/// Parameters of the fused expert kernels `moe_experts_<gate_up>_fused`: per CTA one
+/// [`MmqTile`] (expert, up to `FUSED_COL_UNIT * nt` compact rows), gate/up product -> SwiGLU -> q8_1 H
+/// in shared memory -> down product, each row's result to `dm[row_dst[c]][..hidden]`.
+///
+/// Gate row j of expert e: `gate + e * gu_expert_bytes + j * gu_row_bytes`; up row j: the same
+/// from `up` (for a merged gate_up tensor, `up = gate + ffn * gu_row_bytes`). Down row n:
+/// `down + e * down_expert_bytes + n * down_row_bytes`. Activations `x`: D4 blocks
+/// `[hidden / 128][n_cols_x]`. Every weight buffer is readable 16 bytes past its end.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(C)]
+pub struct FusedParams {
+    pub gate: u64,
+    pub up: u64,
+    pub gu_expert_bytes: u64,
+    pub down: u64,
+    pub down_expert_bytes: u64,
+    /// `*const BlockQ8_1Mmq`
+    pub x: u64,
+    /// `*const MmqTile`, one per CTA
+    pub tiles: u64,
+    /// `*mut f32` `[n_tokens * top_k][hidden]`
+    pub dm: u64,
+    /// `*const u32` `[n_rows]`: compact row -> token * top_k + slot
+    pub row_dst: u64,
+    pub gu_row_bytes: u32,
+    pub down_row_bytes: u32,
+    /// A multiple of 128 (and of 256 for 256-value gate/up blocks).
+    pub hidden: u32,
+    /// A multiple of 128.
+    pub ffn: u32,
+    pub n_cols_x: u32,
+    /// Raw stages of the copy pipeline (`FUSED_MIN_STAGES ..= FUSED_MAX_STAGES`).
+    pub stages: u32,
+    /// ggml type id of the down tensor: Q2_0, IQ4_NL or Q8_0.
+    pub down_type: u32,
+    /// n-tiles per warp, one of [`FUSED_NT`]: the CTA covers `FUSED_COL_UNIT * nt` rows.
+    pub nt: u32,
+}
+
+host_pod!(FusedParams);
+const _: () = assert!(size_of::<FusedParams>() == 104);

@@ -1,0 +1,153 @@
+//! Every tile size, thread count and shared-memory layout the kernels and their launchers share:
+//! quantization blocks, the MMQ products, scatter and combine, the fused expert path.
+
+use super::{MMQ_BLOCK_VALUES, Q8_1_MMQ_BYTES, WType};
+
+/// Threads of one `scatter_quantize` CUDA block (and the most a `swiglu_quant` / `quantize`
+/// block has, see [`quant_block_warps`]): one block per row, 8 warps; warp w handles the
+/// 128-value chunks w, w + 8, ... of the padded row, lane l the 4 values `4 l ..` of a chunk (so
+/// a row is read in one contiguous sweep).
+pub const QUANT_BLOCK_THREADS: usize = 256;
+/// Warps of such a block.
+pub const QUANT_WARPS: usize = QUANT_BLOCK_THREADS / 32;
+/// Warps of a `swiglu_quant` / `swiglu_f32` / `quantize` block for rows of `k` values: one per
+/// 128-value data chunk, at most [`QUANT_WARPS`] (the kernels stride by the block's warp count,
+/// so the padding chunks go to the first warps). With n_ff 640, 5 warps: no warp holds
+/// registers only to write zeros, and more rows fit on an SM.
+pub const fn quant_block_warps(k: usize) -> usize {
+    let chunks = k.div_ceil(MMQ_BLOCK_VALUES);
+    if chunks == 0 {
+        1
+    } else if chunks > QUANT_WARPS {
+        QUANT_WARPS
+    } else {
+        chunks
+    }
+}
+/// Register caps the builder writes into the PTX (`.maxnreg`), as rustc has no launch bounds.
+/// `moe_swiglu_quant`: ptxas takes 42 registers, so 8 blocks of 160 threads fit on an SM; at 40
+/// (no spill) 10 fit, and the kernel ran 4 % faster on the H200 (BENCHMARKS.md). At 32 it
+/// spills and runs 40 % slower.
+pub const MAX_REGISTERS: &[(&str, u32)] = &[("moe_swiglu_quant", 40)];
+/// Values one thread loads and quantizes per chunk.
+pub const QUANT_VALUES_PER_THREAD: usize = 4;
+
+/// Weight rows (output features) per CTA of the MMQ products.
+pub const MMQ_ROWS: usize = 128;
+/// Activation rows (columns in MMQ terms) per CTA of the MMQ products.
+pub const MMQ_COLS: usize = 64;
+/// K values per step of the MMQ K loop: one D4 block, four 32-value groups.
+pub const MMQ_KSTEP: usize = 128;
+/// Threads of an MMQ CTA: 8 warps, 4 along the rows x 2 along the columns, 32 x 32 each.
+pub const MMQ_THREADS: usize = 256;
+/// Bytes from one row of an int8 tile in shared memory to the next: 128 values + 16 bytes,
+/// which staggers the rows over the banks (conflict-free `ldmatrix`) and, for the activation
+/// tile, is exactly one `block_q8_1_mmq` (scales, then values).
+pub const MMQ_SMEM_ROW: usize = 144;
+/// Shared memory of an MMQ CTA: weight tile (int8), weight scales (8 f32 per row: one per 16
+/// values), activation tile (D4 blocks).
+pub const MMQ_SMEM_A: usize = MMQ_ROWS * MMQ_SMEM_ROW;
+pub const MMQ_SMEM_SCALES: usize = MMQ_ROWS * 8 * 4;
+pub const MMQ_SMEM_B: usize = MMQ_COLS * MMQ_SMEM_ROW;
+pub const MMQ_SMEM_BYTES: usize = MMQ_SMEM_A + MMQ_SMEM_SCALES + MMQ_SMEM_B;
+const _: () = assert!(MMQ_SMEM_BYTES <= 48 * 1024);
+
+/// Tokens per chunk of the scatter kernels (one CTA of `moe_scatter_count` each).
+pub const SCATTER_CHUNK: usize = 256;
+/// Threads of a `moe_scatter_count` CTA: one per token of its chunk.
+pub const SCATTER_COUNT_THREADS: usize = SCATTER_CHUNK;
+/// Threads of the single `moe_scatter_offsets` CTA (prefix sums over experts x chunks).
+pub const SCATTER_OFFSETS_THREADS: usize = 1024;
+/// Threads of a `moe_scatter_place` CTA: one warp walks its chunk's tokens in order.
+pub const SCATTER_PLACE_THREADS: usize = 32;
+/// Output values (threads) of one `moe_combine` CTA along the hidden size.
+pub const COMBINE_THREADS: usize = 256;
+/// Largest expert count the scatter and route kernels support.
+pub const MAX_EXPERTS: usize = 2048;
+/// Weight rows of a fused-path pass (one `mma` tile of the CTA): 128, the warps 2 along the
+/// rows (64 each) x 4 along the columns.
+pub const FUSED_ROWS: usize = 128;
+/// Activation rows (columns) of one fused-path CTA per 8-column `mma` tile of a warp: the CTA
+/// has 4 warp columns, each of `nt` tiles, so `FUSED_COL_UNIT * nt` columns.
+pub const FUSED_COL_UNIT: usize = 32;
+/// The tile widths the fused kernels are built for, in n-tiles per warp (`FusedParams::nt`).
+pub const FUSED_NT: [usize; 2] = [1, 2];
+/// Threads of a fused-path CTA: 8 warps.
+pub const FUSED_THREADS: usize = 256;
+/// Gate (and up) features of one gate/up pass: the pass's 128 tile rows hold 64 gate rows and
+/// the 64 up rows of the same features, interleaved by 8 (see gpu/src/moe/fused/mod.rs).
+pub const FUSED_FFN_PASS: usize = FUSED_ROWS / 2;
+/// The fewest and most raw-weight stages of the fused path's copy pipeline (one stage: each
+/// stage is copied, waited for and used in turn - the form for GPUs without `cp.async`).
+pub const FUSED_MIN_STAGES: usize = 1;
+pub const FUSED_MAX_STAGES: usize = 8;
+
+/// 128-value K steps per raw stage of weight type `w`: 2 for 256-value blocks (a stage holds
+/// whole blocks), else 1.
+pub const fn fused_sub_steps(w: WType) -> usize {
+    if w.block_values() > MMQ_KSTEP {
+        w.block_values() / MMQ_KSTEP
+    } else {
+        1
+    }
+}
+
+/// Bytes of one weight row's raw stage (whole blocks of `fused_sub_steps(w) * 128` values).
+pub const fn fused_stage_row_bytes(w: WType) -> usize {
+    fused_sub_steps(w) * MMQ_KSTEP / w.block_values() * w.block_bytes()
+}
+
+/// Shared-memory bytes for one weight row of a raw stage: the 16-byte aligned window around the
+/// row's bytes (they start anywhere 2-byte aligned), so the copies are 16-byte `cp.async`.
+pub const fn fused_slot_bytes(w: WType) -> usize {
+    (fused_stage_row_bytes(w) + 15).div_ceil(16) * 16
+}
+
+/// The shared-memory layout of a fused-path CTA for gate/up type `g`, down type `d`, FFN width
+/// `ffn` and `stages` raw stages (byte offsets from the dynamic shared memory's start):
+/// `stages` x [weights `FUSED_ROWS` x slot][activations `sub(g)` x `cols` x 144], the decoded
+/// int8 weight tile `[FUSED_ROWS][144]`, its scales `[FUSED_ROWS][8] f32`, and H, the q8_1
+/// SwiGLU output `[ffn / 128][cols]` D4 blocks (`cols = FUSED_COL_UNIT * nt`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FusedSmem {
+    pub slot: usize,
+    pub stage_bytes: usize,
+    /// Offset of a stage's activation part.
+    pub stage_acts: usize,
+    pub tile: usize,
+    pub scales: usize,
+    pub h: usize,
+    pub total: usize,
+}
+
+impl FusedSmem {
+    pub const fn new(g: WType, d: WType, ffn: usize, stages: usize, nt: usize) -> FusedSmem {
+        let cols = FUSED_COL_UNIT * nt;
+        let sg = fused_slot_bytes(g);
+        let sd = fused_slot_bytes(d);
+        let widest = if sg > sd { sg } else { sd };
+        // An odd number of 16-byte pieces per row: the rows' words then fall on 8 different
+        // bank offsets, so the decoder's reads (16 rows per warp) conflict at most 2-way instead
+        // of up to 8-way (a 64-byte stride maps every other row onto the same banks).
+        let slot = if (widest / 16) % 2 == 0 {
+            widest + 16
+        } else {
+            widest
+        };
+        let stage_acts = FUSED_ROWS * slot;
+        let stage_bytes = stage_acts + fused_sub_steps(g) * cols * Q8_1_MMQ_BYTES;
+        let tile = stages * stage_bytes;
+        let scales = tile + FUSED_ROWS * MMQ_SMEM_ROW;
+        let h = scales + FUSED_ROWS * 8 * 4;
+        let total = h + ffn / MMQ_BLOCK_VALUES * cols * Q8_1_MMQ_BYTES;
+        FusedSmem {
+            slot,
+            stage_bytes,
+            stage_acts,
+            tile,
+            scales,
+            h,
+            total,
+        }
+    }
+}
