@@ -8,21 +8,23 @@ use crate::quant::{
     amax_merge, amax_step, q8_1_inv_scale, q8_1_quant_finite, q8_1_quant_tiny, q8_1_scale,
 };
 
-/// Quantizes the 4 values `h` a lane holds for K positions `4 * lane + 128 i ..` of one
-/// activation row: reduces |x| over the 8 lanes of its 32-value group by butterfly shuffles and
-/// returns the 4 int8 values packed in a u32 and the group's f32 scale d.
+/// The q8_1 values and scale of a group spread over 8 lanes of a warp, 4 values each: the
+/// group's maximum |x| by butterfly shuffles over the lanes `lane ^ m` for `m` in `masks` (the
+/// three lane bits that tell the group's lanes apart), then `d_inv = 127 / amax`, one branch per
+/// group for groups of tiny values (d_inv = +inf), and the rounding rule of `gpu::quant`.
+/// Returns this lane's 4 int8 values (as i32) and the group's f32 scale d.
 ///
-/// Must be called by all 32 lanes of a warp together (lanes 8i .. 8i+7 form group i).
+/// Must be called by all 32 lanes of a warp together.
 #[inline(always)]
-pub fn quantize_x4(h: [f32; 4]) -> (u32, f32) {
+pub fn quantize_group_x4(h: [f32; 4], masks: [u32; 3]) -> ([i32; 4], f32) {
     // Written out: a loop over `h` may stay rolled and put `h` in local memory.
     let mut amax = amax_step(0.0, h[0]);
     amax = amax_step(amax, h[1]);
     amax = amax_step(amax, h[2]);
     amax = amax_step(amax, h[3]);
-    amax = amax_merge(amax, shfl_xor_f32(amax, 1));
-    amax = amax_merge(amax, shfl_xor_f32(amax, 2));
-    amax = amax_merge(amax, shfl_xor_f32(amax, 4));
+    amax = amax_merge(amax, shfl_xor_f32(amax, masks[0]));
+    amax = amax_merge(amax, shfl_xor_f32(amax, masks[1]));
+    amax = amax_merge(amax, shfl_xor_f32(amax, masks[2]));
     let d_inv = q8_1_inv_scale(amax);
     // One branch per group (d_inv = +inf only for groups of tiny values), not a select per value.
     let q = if d_inv == f32::INFINITY {
@@ -40,10 +42,20 @@ pub fn quantize_x4(h: [f32; 4]) -> (u32, f32) {
             q8_1_quant_finite(h[3], d_inv),
         ]
     };
+    (q, q8_1_scale(d_inv))
+}
+
+/// Quantizes the 4 values `h` a lane holds for K positions `4 * lane + 128 i ..` of one
+/// activation row (lanes 8i .. 8i+7 form group i: shuffle masks 1, 2, 4) and returns the 4 int8
+/// values packed in a u32 and the group's f32 scale d.
+///
+/// Must be called by all 32 lanes of a warp together.
+#[inline(always)]
+pub fn quantize_x4(h: [f32; 4]) -> (u32, f32) {
+    let (q, d) = quantize_group_x4(h, [1, 2, 4]);
     let lo = prmt(q[0] as u32, q[1] as u32, 0x0040);
     let hi = prmt(q[2] as u32, q[3] as u32, 0x0040);
-    let q = prmt(lo, hi, 0x5410);
-    (q, q8_1_scale(d_inv))
+    (prmt(lo, hi, 0x5410), d)
 }
 
 /// Stores a lane's quantized values (from [`quantize_x4`]) of row `row`, K positions

@@ -12,14 +12,12 @@ use crate::formats::WeightBlock;
 use crate::layout::{
     FUSED_COL_UNIT, FUSED_FFN_PASS, FUSED_ROWS, MMQ_BLOCK_VALUES, MMQ_SMEM_ROW, MmqTile,
 };
+use crate::moe::q8_1::quantize_group_x4;
 use crate::ptx::{
-    ld_shared_f32, ld_shared_u32, ldmatrix_x4, mma_m16n8k16_s8, mma_m16n8k32_s8, shfl_xor_f32,
-    st_shared_u8, st_shared_u32, tid_x,
+    ld_shared_f32, ld_shared_u32, ldmatrix_x4, mma_m16n8k16_s8, mma_m16n8k32_s8, st_shared_u8,
+    st_shared_u32, tid_x,
 };
-use crate::quant::{
-    MAGIC, amax_merge, amax_step, mmq_step_16_magic, mmq_step_32_magic, q8_1_inv_scale,
-    q8_1_quant_finite, q8_1_quant_tiny, q8_1_scale, swiglu_den, swiglu_div,
-};
+use crate::quant::{MAGIC, mmq_step_16_magic, mmq_step_32_magic, swiglu_den, swiglu_div};
 
 const ROW: u32 = MMQ_SMEM_ROW as u32;
 
@@ -119,34 +117,10 @@ pub unsafe fn mma_step<B: WeightBlock, const NT: usize>(
 }
 
 /// Quantizes one column's 4 SwiGLU values of this lane with the 7 other lanes of its 32-feature
-/// group (lanes of equal `t`): q8_1's rule exactly as `moe::q8_1::quantize_x4` (max |h| over
-/// the group, `d_inv = 127 / amax`, one branch per group for tiny groups).
+/// group (lanes of equal `t`: shuffle masks 4, 8, 16): q8_1's rule exactly as swiglu_quant's.
 #[inline(always)]
 fn quantize_col(h: [f32; 4]) -> ([i32; 4], f32) {
-    let mut amax = amax_step(0.0, h[0]);
-    amax = amax_step(amax, h[1]);
-    amax = amax_step(amax, h[2]);
-    amax = amax_step(amax, h[3]);
-    amax = amax_merge(amax, shfl_xor_f32(amax, 4));
-    amax = amax_merge(amax, shfl_xor_f32(amax, 8));
-    amax = amax_merge(amax, shfl_xor_f32(amax, 16));
-    let d_inv = q8_1_inv_scale(amax);
-    let q = if d_inv == f32::INFINITY {
-        [
-            q8_1_quant_tiny(h[0]),
-            q8_1_quant_tiny(h[1]),
-            q8_1_quant_tiny(h[2]),
-            q8_1_quant_tiny(h[3]),
-        ]
-    } else {
-        [
-            q8_1_quant_finite(h[0], d_inv),
-            q8_1_quant_finite(h[1], d_inv),
-            q8_1_quant_finite(h[2], d_inv),
-            q8_1_quant_finite(h[3], d_inv),
-        ]
-    };
-    (q, q8_1_scale(d_inv))
+    quantize_group_x4(h, [4, 8, 16])
 }
 
 /// The gate/up pass's epilogue: `acc[mt][nt][0..2]` are gate, `acc[mt][nt][2..4]` up of

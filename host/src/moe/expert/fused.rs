@@ -10,7 +10,7 @@ use gpu::layout::{
     FusedParams, FusedSmem, MMQ_KSTEP, WType, fused_sub_steps,
 };
 
-use super::{ExpertIo, ExpertPlan, Intermediates, max_tiles, tiles_from_bounds};
+use super::{ExpertIo, ExpertPlan, Intermediates, max_tiles, tiles_from_bounds, upload_tiles};
 use crate::device::{DeviceLimits, Gpu, KArg, dptr};
 use crate::error::{DriverOp, Error, Result, shape};
 use crate::moe::layer::DeviceLayer;
@@ -205,16 +205,7 @@ impl ExpertPlan for FusedPlan {
         let nt = tile_nt(bounds, &nts);
         self.chosen = nts.iter().position(|&n| n == nt).unwrap_or(0);
         let list = tiles_from_bounds(bounds, FUSED_COL_UNIT * self.widths[self.chosen].nt, true);
-        self.n_tiles = list.len();
-        if !list.is_empty() {
-            let raw: Vec<[u32; 4]> = list
-                .iter()
-                .map(|t| [t.expert, t.col_start, t.n_cols, 0])
-                .collect();
-            gpu.stream
-                .memcpy_htod(&raw, &mut self.tiles)
-                .op("cuMemcpyHtoD fused tiles")?;
-        }
+        self.n_tiles = upload_tiles(gpu, &list, &mut self.tiles)?;
         Ok(())
     }
 

@@ -8,7 +8,7 @@ use gpu::layout::{
     Q8_1_MMQ_BYTES, padded_k,
 };
 
-use super::{ExpertIo, ExpertPlan, Intermediates, max_tiles, tiles_from_bounds};
+use super::{ExpertIo, ExpertPlan, Intermediates, max_tiles, tiles_from_bounds, upload_tiles};
 use crate::device::{Gpu, KArg, dptr};
 use crate::error::{DriverOp, Result, shape};
 use crate::moe::layer::DeviceLayer;
@@ -106,16 +106,7 @@ impl ExpertPlan for MmqPlan {
 
     fn prepare(&mut self, gpu: &Gpu, bounds: &[u32]) -> Result<()> {
         let list = tiles_from_bounds(bounds, MMQ_COLS, false);
-        self.n_tiles = list.len();
-        if !list.is_empty() {
-            let raw: Vec<TileRepr> = list
-                .iter()
-                .map(|t| [t.expert, t.col_start, t.n_cols, 0])
-                .collect();
-            gpu.stream
-                .memcpy_htod(&raw, &mut self.tiles)
-                .op("cuMemcpyHtoD tiles")?;
-        }
+        self.n_tiles = upload_tiles(gpu, &list, &mut self.tiles)?;
         Ok(())
     }
 

@@ -12,7 +12,7 @@ pub mod fused;
 pub mod mmq;
 
 use crate::device::Gpu;
-use crate::error::Result;
+use crate::error::{DriverOp, Result};
 use crate::moe::layer::DeviceLayer;
 use crate::moe::path::ExpertPath;
 
@@ -101,6 +101,22 @@ pub fn tiles_from_bounds(
         }
     }
     t
+}
+
+/// Uploads a work list into `buf` (`MmqTile` as 4 u32 each); returns its length.
+pub fn upload_tiles(
+    gpu: &Gpu,
+    list: &[gpu::layout::MmqTile],
+    buf: &mut cudarc::driver::CudaSlice<[u32; 4]>,
+) -> Result<usize> {
+    if !list.is_empty() {
+        let raw: Vec<[u32; 4]> = list
+            .iter()
+            .map(|t| [t.expert, t.col_start, t.n_cols, 0])
+            .collect();
+        gpu.stream.memcpy_htod(&raw, buf).op("cuMemcpyHtoD tiles")?;
+    }
+    Ok(list.len())
 }
 
 /// Upper bound of the tile count for `n_rows` rows over `n_experts` experts, `width` per tile.
