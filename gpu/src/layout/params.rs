@@ -11,7 +11,7 @@ use bytemuck::{Pod, Zeroable};
 /// Input `gu`: f32 `[n_rows, gu_stride]`; row r holds gate and up of length `ffn` each, either
 /// as two halves (`gate = row[0..ffn]`, `up = row[ffn..2 ffn]`) or interleaved
 /// (`gate_j = row[2j]`, `up_j = row[2j + 1]`). Output `out`: `padded_k(ffn) / 128` chunks of
-/// `n_cols` [`BlockQ8_1Mmq`], row r's chunk kc at `kc * n_cols + r`.
+/// `n_cols` [`BlockQ8_1Mmq`](crate::layout::BlockQ8_1Mmq), row r's chunk kc at `kc * n_cols + r`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[repr(C)]
 pub struct SwigluQuantParams {
@@ -225,7 +225,7 @@ pub struct FusedParams {
     pub stages: u32,
     /// ggml type id of the down tensor: Q2_0, IQ4_NL or Q8_0.
     pub down_type: u32,
-    /// n-tiles per warp, one of [`FUSED_NT`]: the CTA covers `FUSED_COL_UNIT * nt` rows.
+    /// n-tiles per warp, one of [`FUSED_NT`](crate::layout::FUSED_NT): the CTA covers `FUSED_COL_UNIT * nt` rows.
     pub nt: u32,
 }
 
