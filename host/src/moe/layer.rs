@@ -58,12 +58,6 @@ impl DeviceLayer {
         })
     }
 
-    /// Bytes of weights (without the tails).
-    pub fn bytes(&self) -> usize {
-        self.gate.len() + self.up.as_ref().map_or(0, |u| u.len()) + self.down.len()
-            - WEIGHT_TAIL_BYTES * (2 + self.up.is_some() as usize)
-    }
-
     pub fn ptrs(&self, gpu: &Gpu) -> LayerPtrs {
         let s = &self.shape;
         let st = &gpu.stream;

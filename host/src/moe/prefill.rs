@@ -39,16 +39,6 @@ pub struct StageTimes {
     pub total: f64,
 }
 
-impl StageTimes {
-    /// The stage named `name`, if the path has it.
-    pub fn get(&self, name: &str) -> Option<f64> {
-        self.names
-            .iter()
-            .position(|n| *n == name)
-            .map(|i| self.ms[i])
-    }
-}
-
 /// The pipeline's own stages before the path's, and after.
 const PRE_STAGES: [&str; 3] = ["route", "scatter", "tiles (host)"];
 const POST_STAGES: [&str; 1] = ["combine"];
@@ -258,7 +248,6 @@ impl Prefill {
         // 4. the expert path, between the scatter and the combine.
         let io = ExpertIo {
             xq: dptr(&self.xq, st),
-            xq_cols: n_rows,
             row_dst: dptr(&self.row_dst, st),
             dm: dptr(&self.dm, st),
             n_rows,

@@ -3,7 +3,7 @@
 //! rows per routed expert, MMQ above. The choice is made from the expert bounds of the run
 //! (in the pipeline's "tiles" stage) and never changes bytes.
 
-use super::{ExpertIo, ExpertPlan, Intermediates};
+use super::{ExpertIo, ExpertPlan, Intermediates, rows_per_routed_expert};
 use crate::device::Gpu;
 use crate::error::{Error, Result};
 use crate::moe::layer::DeviceLayer;
@@ -16,9 +16,7 @@ pub const FUSED_MAX_ROWS: usize = 30;
 
 /// The path auto takes for a run with these expert bounds, among `available`.
 pub fn choose(bounds: &[u32], available: &[ExpertPath]) -> ExpertPath {
-    let experts = bounds.windows(2).filter(|w| w[1] > w[0]).count().max(1);
-    let rows = bounds.last().copied().unwrap_or(0) as usize;
-    let want = if rows / experts < FUSED_MAX_ROWS {
+    let want = if rows_per_routed_expert(bounds) < FUSED_MAX_ROWS {
         ExpertPath::Fused
     } else {
         ExpertPath::Mmq
@@ -79,10 +77,6 @@ impl ExpertPlan for AutoPlan {
         mark: &mut dyn FnMut(usize) -> Result<()>,
     ) -> Result<()> {
         self.plans[self.chosen].launch(gpu, layer, io, mark)
-    }
-
-    fn work_items(&self) -> usize {
-        self.current().work_items()
     }
 
     fn describe(&self) -> String {

@@ -10,7 +10,10 @@ use gpu::layout::{
     FusedParams, FusedSmem, MMQ_KSTEP, WType, fused_sub_steps,
 };
 
-use super::{ExpertIo, ExpertPlan, Intermediates, max_tiles, tiles_from_bounds, upload_tiles};
+use super::{
+    ExpertIo, ExpertPlan, Intermediates, check_rows, max_tiles, rows_per_routed_expert,
+    tiles_from_bounds, upload_tiles,
+};
 use crate::device::{DeviceLimits, Gpu, KArg, dptr};
 use crate::error::{DriverOp, Error, Result, shape};
 use crate::moe::layer::DeviceLayer;
@@ -98,18 +101,12 @@ pub const NT_VAR: &str = "MOE_FUSED_NT";
 
 /// The tile width of a run, in n-tiles per warp: 64-row tiles once the routed experts average
 /// at least `WIDE_ROWS` rows (decode amortised over more columns), else 32 (fewer idle columns,
-/// more CTAs). `MOE_FUSED_NT` overrides it.
-pub fn tile_nt(bounds: &[u32], widths: &[usize]) -> usize {
-    if let Some(nt) = std::env::var(NT_VAR)
-        .ok()
-        .and_then(|v| v.parse::<usize>().ok())
-        .filter(|n| widths.contains(n))
-    {
+/// more CTAs). `forced` (from `MOE_FUSED_NT`, read once by the plan) overrides it.
+pub fn tile_nt(bounds: &[u32], widths: &[usize], forced: Option<usize>) -> usize {
+    if let Some(nt) = forced.filter(|n| widths.contains(n)) {
         return nt;
     }
-    let experts = bounds.windows(2).filter(|w| w[1] > w[0]).count().max(1);
-    let rows = bounds.last().copied().unwrap_or(0) as usize;
-    if rows / experts >= WIDE_ROWS && widths.contains(&2) {
+    if rows_per_routed_expert(bounds) >= WIDE_ROWS && widths.contains(&2) {
         2
     } else {
         1
@@ -134,6 +131,8 @@ pub struct FusedPlan {
     widths: Vec<Width>,
     /// Index into `widths` of the last prepared run.
     chosen: usize,
+    /// The width `MOE_FUSED_NT` forces, read when the plan is built.
+    forced_nt: Option<usize>,
     tiles: CudaSlice<[u32; 4]>,
     n_tiles: usize,
     cap_rows: usize,
@@ -184,6 +183,7 @@ impl FusedPlan {
             shape: *s,
             widths,
             chosen: 0,
+            forced_nt: std::env::var(NT_VAR).ok().and_then(|v| v.parse().ok()),
             tiles: gpu.alloc_filled(max_tiles(rows, s.n_experts, FUSED_COL_UNIT), 0xa5)?,
             n_tiles: 0,
             cap_rows: rows,
@@ -202,7 +202,7 @@ impl ExpertPlan for FusedPlan {
 
     fn prepare(&mut self, gpu: &Gpu, bounds: &[u32]) -> Result<()> {
         let nts: Vec<usize> = self.widths.iter().map(|w| w.nt).collect();
-        let nt = tile_nt(bounds, &nts);
+        let nt = tile_nt(bounds, &nts, self.forced_nt);
         self.chosen = nts.iter().position(|&n| n == nt).unwrap_or(0);
         let list = tiles_from_bounds(bounds, FUSED_COL_UNIT * self.widths[self.chosen].nt, true);
         self.n_tiles = upload_tiles(gpu, &list, &mut self.tiles)?;
@@ -217,13 +217,7 @@ impl ExpertPlan for FusedPlan {
         mark: &mut dyn FnMut(usize) -> Result<()>,
     ) -> Result<()> {
         let s = self.shape;
-        if io.n_rows > self.cap_rows {
-            return Err(shape(
-                "fused path rows",
-                io.n_rows,
-                format!("at most {}", self.cap_rows),
-            ));
-        }
+        check_rows("fused path", io.n_rows, self.cap_rows)?;
         if self.n_tiles > 0 {
             let width = self.widths[self.chosen];
             let w = layer.ptrs(gpu);
@@ -242,7 +236,7 @@ impl ExpertPlan for FusedPlan {
                 down_row_bytes: w.down_row_bytes as u32,
                 hidden: s.hidden as u32,
                 ffn: s.ffn as u32,
-                n_cols_x: io.xq_cols as u32,
+                n_cols_x: io.n_rows as u32,
                 stages: width.stages as u32,
                 down_type: s.down_type.id(),
                 nt: width.nt as u32,
@@ -258,16 +252,12 @@ impl ExpertPlan for FusedPlan {
                 (&k.fused_wide, k.names[3])
             };
             // SAFETY: weights resident with the layer's shape and readable 16 bytes past their
-            // ends (DeviceLayer::upload); xq holds hidden_padded / 128 chunks of xq_cols blocks;
+            // ends (DeviceLayer::upload); xq holds hidden_padded / 128 chunks of n_rows blocks;
             // the tiles cover rows < n_rows at the kernel's width; row_dst and dm hold n_rows
             // rows; the shared memory is the plan's layout, opted into at construction.
             unsafe { gpu.stream.launch_builder(func).arg(&p).launch(cfg) }.op(name)?;
         }
         mark(0)
-    }
-
-    fn work_items(&self) -> usize {
-        self.n_tiles
     }
 
     fn describe(&self) -> String {
@@ -345,11 +335,11 @@ mod tests {
         // 3 experts with rows, 1 without.
         let few = [0u32, 10, 10, 30, 40];
         let many = [0u32, 100, 100, 250, 400];
-        if std::env::var(NT_VAR).is_err() {
-            assert_eq!(tile_nt(&few, &[1, 2]), 1);
-            assert_eq!(tile_nt(&many, &[1, 2]), 2);
-            assert_eq!(tile_nt(&many, &[1]), 1);
-            assert_eq!(tile_nt(&[0], &[1, 2]), 1);
-        }
+        assert_eq!(tile_nt(&few, &[1, 2], None), 1);
+        assert_eq!(tile_nt(&many, &[1, 2], None), 2);
+        assert_eq!(tile_nt(&many, &[1], None), 1);
+        assert_eq!(tile_nt(&[0], &[1, 2], None), 1);
+        assert_eq!(tile_nt(&few, &[1, 2], Some(2)), 2);
+        assert_eq!(tile_nt(&many, &[1, 2], Some(3)), 2);
     }
 }

@@ -8,7 +8,9 @@ use gpu::layout::{
     Q8_1_MMQ_BYTES, padded_k,
 };
 
-use super::{ExpertIo, ExpertPlan, Intermediates, max_tiles, tiles_from_bounds, upload_tiles};
+use super::{
+    ExpertIo, ExpertPlan, Intermediates, check_rows, max_tiles, tiles_from_bounds, upload_tiles,
+};
 use crate::device::{Gpu, KArg, dptr};
 use crate::error::{DriverOp, Result, shape};
 use crate::moe::layer::DeviceLayer;
@@ -118,13 +120,7 @@ impl ExpertPlan for MmqPlan {
         mark: &mut dyn FnMut(usize) -> Result<()>,
     ) -> Result<()> {
         let s = self.shape;
-        if io.n_rows > self.cap_rows {
-            return Err(shape(
-                "MMQ path rows",
-                io.n_rows,
-                format!("at most {}", self.cap_rows),
-            ));
-        }
+        check_rows("MMQ path", io.n_rows, self.cap_rows)?;
         let st = &gpu.stream;
         let w = layer.ptrs(gpu);
         let kernels = gpu.kernels.format(s.gate_up_type)?;
@@ -144,11 +140,11 @@ impl ExpertPlan for MmqPlan {
             },
             n: 2 * s.ffn as u32,
             k: s.hidden as u32,
-            n_cols_x: io.xq_cols as u32,
+            n_cols_x: io.n_rows as u32,
             out_stride: 2 * s.ffn as u32,
         };
         // SAFETY: weights resident with the layer's shape (checked at upload); xq holds
-        // hidden_padded / 128 chunks of xq_cols blocks; the tiles cover rows < n_rows; gu holds
+        // hidden_padded / 128 chunks of n_rows blocks; the tiles cover rows < n_rows; gu holds
         // cap_rows >= n_rows rows of 2 ffn.
         unsafe { self.product(gpu, &kernels.gate_up_mmq, kernels.names[0], gu_p)? };
         mark(0)?;
@@ -175,10 +171,6 @@ impl ExpertPlan for MmqPlan {
         // row_dst maps each row to its (token, slot) row of dm.
         unsafe { self.product(gpu, &down.down_mmq, down.names[1], dn_p)? };
         mark(2)
-    }
-
-    fn work_items(&self) -> usize {
-        self.n_tiles
     }
 
     fn describe(&self) -> String {

@@ -19,10 +19,8 @@ use crate::moe::path::ExpertPath;
 /// What the pipeline hands a path: device addresses of the scatter's outputs and of `dm`.
 #[derive(Clone, Copy, Debug)]
 pub struct ExpertIo {
-    /// q8_1 D4 activations `[hidden_padded / 128][n_rows_cap]`, compact (expert-sorted) rows.
+    /// q8_1 D4 activations `[hidden_padded / 128][n_rows]`, compact (expert-sorted) rows.
     pub xq: u64,
-    /// Rows of `xq`'s buffer (its column count in MMQ terms).
-    pub xq_cols: usize,
     /// `[n_rows]`: compact row -> token * top_k + slot.
     pub row_dst: u64,
     /// `*mut f32` `[n_tokens * top_k][hidden]`: the down product's rows.
@@ -61,8 +59,6 @@ pub trait ExpertPlan {
         io: &ExpertIo,
         mark: &mut dyn FnMut(usize) -> Result<()>,
     ) -> Result<()>;
-    /// CTAs (work items) of the last prepared run.
-    fn work_items(&self) -> usize;
     /// A line on how the plan is configured (tile width, stages, occupancy).
     fn describe(&self) -> String;
     /// Fills the plan's scratch buffers with `byte`.
@@ -117,6 +113,25 @@ pub fn upload_tiles(
         gpu.stream.memcpy_htod(&raw, buf).op("cuMemcpyHtoD tiles")?;
     }
     Ok(list.len())
+}
+
+/// Rows per routed expert of a run (its rows over the experts that have any): what the path
+/// choice and the fused tile width follow.
+pub fn rows_per_routed_expert(bounds: &[u32]) -> usize {
+    let experts = bounds.windows(2).filter(|w| w[1] > w[0]).count().max(1);
+    bounds.last().copied().unwrap_or(0) as usize / experts
+}
+
+/// Refuses a run of more rows than a plan was built for; `what` names the path.
+pub fn check_rows(what: &str, n_rows: usize, cap_rows: usize) -> Result<()> {
+    if n_rows > cap_rows {
+        return Err(crate::error::shape(
+            format!("{what} rows"),
+            n_rows,
+            format!("at most {cap_rows}"),
+        ));
+    }
+    Ok(())
 }
 
 /// Upper bound of the tile count for `n_rows` rows over `n_experts` experts, `width` per tile.
