@@ -261,14 +261,18 @@ pub fn small_i32_to_f32(c: i32) -> f32 {
     magic_to_f32(MAGIC.wrapping_add(c))
 }
 
-/// [`mmq_step_32`] on a sum in MAGIC form (`m = MAGIC + C`): the same operations on the same
-/// values, so the same bits.
+/// One step of MMQ's float epilogue for the "Q8_0-style" types (Q8_0, Q2_0, IQ4_NL, IQ2_XXS,
+/// IQ3_XXS, IQ3_S; docs/ggml-reference.md §5.1) on a sum in MAGIC form (`m = MAGIC + C`, as the
+/// kernels' `mma`s give it): `acc = fma(C * dA, dB, acc)`, where C is the exact int32 sum of
+/// one 32-value group, dA its weight scale and dB its activation scale.
 #[inline(always)]
 pub fn mmq_step_32_magic(acc: f32, m: i32, da: f32, db: f32) -> f32 {
     fma(magic_to_f32(m) * da, db, acc)
 }
 
-/// [`mmq_step_16`] on sums in MAGIC form.
+/// One step of MMQ's float epilogue for the "Q8_0_16" types (IQ2_XS, IQ2_S; §5.1) on sums in
+/// MAGIC form: the group's two 16-value sums C0, C1 with their scales: `p1 = C1 * dA1;
+/// inner = fma(C0, dA0, p1); acc = fma(dB, inner, acc)`.
 #[inline(always)]
 pub fn mmq_step_16_magic(acc: f32, m0: i32, m1: i32, da0: f32, da1: f32, db: f32) -> f32 {
     let p1 = magic_to_f32(m1) * da1;
@@ -276,22 +280,24 @@ pub fn mmq_step_16_magic(acc: f32, m0: i32, m1: i32, da0: f32, da1: f32, db: f32
     fma(db, inner, acc)
 }
 
-/// One step of MMQ's float epilogue for the "Q8_0-style" types (Q8_0, Q2_0, IQ4_NL, IQ2_XXS,
-/// IQ3_XXS, IQ3_S; docs/ggml-reference.md §5.1): `acc = fma(C * dA, dB, acc)`, where C is the exact
-/// int32 sum of one 32-value group, dA its weight scale and dB its activation scale.
+/// [`mmq_step_32_magic`] on a plain int32 sum `c` (the CPU reference's form): the same
+/// operations on the same values.
 #[inline(always)]
 pub fn mmq_step_32(acc: f32, c: i32, da: f32, db: f32) -> f32 {
-    fma(small_i32_to_f32(c) * da, db, acc)
+    mmq_step_32_magic(acc, MAGIC.wrapping_add(c), da, db)
 }
 
-/// One step of MMQ's float epilogue for the "Q8_0_16" types (IQ2_XS, IQ2_S; §5.1): the group's
-/// two 16-value sums `c0`, `c1` with their scales: `p1 = C1 * dA1; inner = fma(C0, dA0, p1);
-/// acc = fma(dB, inner, acc)`.
+/// [`mmq_step_16_magic`] on plain int32 sums.
 #[inline(always)]
 pub fn mmq_step_16(acc: f32, c0: i32, c1: i32, da0: f32, da1: f32, db: f32) -> f32 {
-    let p1 = small_i32_to_f32(c1) * da1;
-    let inner = fma(small_i32_to_f32(c0), da0, p1);
-    fma(db, inner, acc)
+    mmq_step_16_magic(
+        acc,
+        MAGIC.wrapping_add(c0),
+        MAGIC.wrapping_add(c1),
+        da0,
+        da1,
+        db,
+    )
 }
 
 /// The MoE weighted sum of one output value over a token's top-k slots, in slot order:
