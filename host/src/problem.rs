@@ -70,6 +70,19 @@ impl MoeShape {
         Ok(())
     }
 
+    /// One line for reports: `E=512 top-10 hidden 2560 FFN 640, q2_0 gate/up, q2_0 down`.
+    pub fn summary(&self) -> String {
+        format!(
+            "E={} top-{} hidden {} FFN {}, {} gate/up, {} down",
+            self.n_experts,
+            self.top_k,
+            self.hidden,
+            self.ffn,
+            self.gate_up_type.name(),
+            self.down_type.name()
+        )
+    }
+
     /// Values of a quantized activation row of the gate/up product (hidden, padded).
     pub fn hidden_padded(&self) -> usize {
         padded_k(self.hidden)

@@ -139,13 +139,8 @@ pub fn run_synthetic(session: &super::Session, a: &PrefillArgs) -> Result<()> {
     let pop = synthetic_routing(a)?;
     let layer = SyntheticLayer::new(s, false, a.seed)?;
     println!(
-        "synthetic layer: E={} top-{} hidden {} FFN {}, {} gate/up, {} down, {} MB of weights; {} routing",
-        s.n_experts,
-        s.top_k,
-        s.hidden,
-        s.ffn,
-        s.gate_up_type.name(),
-        s.down_type.name(),
+        "synthetic layer: {}, {} MB of weights; {} routing",
+        s.summary(),
         s.weight_bytes() / 1_000_000,
         a.routing
     );
@@ -269,13 +264,8 @@ pub fn cpu_only(a: &PrefillArgs) -> Result<()> {
     let t1 = std::time::Instant::now();
     let st = reference::prefill(&x, &r, &layer.weights(), &s);
     println!(
-        "CPU reference of the synthetic layer (E={} top-{} hidden {} FFN {}, {}/{}): {t} tokens in {:.2} s on {} threads (layer made in {:.2} s); output rms {:.3}",
-        s.n_experts,
-        s.top_k,
-        s.hidden,
-        s.ffn,
-        s.gate_up_type.name(),
-        s.down_type.name(),
+        "CPU reference of the synthetic layer ({}): {t} tokens in {:.2} s on {} threads (layer made in {:.2} s); output rms {:.3}",
+        s.summary(),
         t1.elapsed().as_secs_f64(),
         host::par::threads(),
         (t1 - t0).as_secs_f64(),
