@@ -104,22 +104,33 @@ pub struct FormatKernels {
     pub fused: CudaFunction,
     /// `moe_experts_<wtype>_fused_wide` (64-row tiles)
     pub fused_wide: CudaFunction,
-    /// The four names, in that order (for errors).
-    pub names: [&'static str; 4],
+    /// `moe_ws_<wtype>_c16`, `_c32`, `_c64`: the weight-stationary product for each tier of
+    /// `gpu::layout::WS_COLS` (either product).
+    pub ws: [CudaFunction; 3],
+    /// `moe_ws_<wtype>_c32_fast` (WS_FAST)
+    pub ws_fast: CudaFunction,
+    /// The names, in that order (for errors).
+    pub names: [&'static str; FORMAT_KERNELS],
 }
 
+/// Kernels per weight format.
+pub const FORMAT_KERNELS: usize = 8;
+
 macro_rules! format_table {
-    ($(($w:ident, $b:ident, $gate_up:ident, $down:ident, $fused:ident, $wide:ident)),* $(,)?) => {
+    ($(($w:ident, $b:ident, $gate_up:ident, $down:ident, $fused:ident, $wide:ident,
+        $c16:ident, $c32:ident, $c64:ident, $fast:ident)),* $(,)?) => {
         /// Names of the per-format kernels, in list order.
         const FORMAT_KERNEL_NAMES: &[&str] = &[$(
-            stringify!($gate_up), stringify!($down), stringify!($fused), stringify!($wide)
+            stringify!($gate_up), stringify!($down), stringify!($fused), stringify!($wide),
+            stringify!($c16), stringify!($c32), stringify!($c64), stringify!($fast)
         ),*];
 
         /// The kernel names of format `w` (exhaustive: a type without a row does not compile).
-        pub const fn format_kernel_names(w: WType) -> [&'static str; 4] {
+        pub const fn format_kernel_names(w: WType) -> [&'static str; FORMAT_KERNELS] {
             match w {
                 $(WType::$w => [
-                    stringify!($gate_up), stringify!($down), stringify!($fused), stringify!($wide)
+                    stringify!($gate_up), stringify!($down), stringify!($fused), stringify!($wide),
+                    stringify!($c16), stringify!($c32), stringify!($c64), stringify!($fast)
                 ],)*
             }
         }
@@ -131,6 +142,12 @@ macro_rules! format_table {
                 down_mmq: load(module, stringify!($down))?,
                 fused: load(module, stringify!($fused))?,
                 fused_wide: load(module, stringify!($wide))?,
+                ws: [
+                    load(module, stringify!($c16))?,
+                    load(module, stringify!($c32))?,
+                    load(module, stringify!($c64))?,
+                ],
+                ws_fast: load(module, stringify!($fast))?,
                 names: format_kernel_names(WType::$w),
             }),*])
         }

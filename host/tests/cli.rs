@@ -323,18 +323,29 @@ fn unknown_path_is_an_error() {
     // A known path that cannot run the layer is refused too, naming the layer and the reason,
     // before any layer runs (its eligibility depends on the GPU's limits: it is judged after the
     // GPU is opened, or found missing).
-    let ws = no_gpu(&["prefill", "--model", m.path(), "--path", "ws"]);
-    assert_eq!(ws.code, Some(1), "{}", ws.show());
+    let mixed = mixed_model("path-mixed");
+    let fused = no_gpu(&[
+        "prefill",
+        "--model",
+        mixed.path(),
+        "--layer",
+        "1",
+        "--path",
+        "fused",
+    ]);
+    assert_eq!(fused.code, Some(1), "{}", fused.show());
     assert!(
-        ws.stderr
-            .contains("error: layer 0: path ws cannot run this layer: the weight-stationary path is not built yet"),
+        fused.stderr.contains(
+            "error: layer 1: path fused cannot run this layer: the fused path decodes down types \
+             q2_0, iq4_nl and q8_0, not iq2_xxs"
+        ),
         "{}",
-        ws.show()
+        fused.show()
     );
     assert!(
-        !ws.stdout.contains("layer 0: CPU reference"),
+        !fused.stdout.contains("layer 1: CPU reference"),
         "{}",
-        ws.show()
+        fused.show()
     );
 }
 
@@ -422,7 +433,7 @@ fn info_model_lists_layers_and_path_eligibility() {
         "hidden 256, expert FFN 128",
         "expert paths judged with the default limits (DeviceLimits::default()",
         "layers 0-1:\n  gate/up iq2_xxs (separate ffn_gate_exps and ffn_up_exps), down iq4_nl, router f32;",
-        "  mmq: eligible\n  fused: eligible\n  ws: not eligible: the weight-stationary path is not built yet\n  auto: picks per run among fused, mmq\n",
+        "  mmq: eligible\n  fused: eligible\n  ws: eligible\n  auto: picks per run among fused, mmq\n",
         "other tensors (not MoE router or expert tensors): none",
     ]);
 

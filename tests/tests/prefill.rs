@@ -4,150 +4,21 @@
 //! layer output must be byte-identical - so the paths equal each other too. Outputs are
 //! poisoned before every run and the bytes past each stage's extent are checked untouched.
 
+#[path = "prefill/common.rs"]
+mod common;
+#[path = "prefill/ws.rs"]
+mod ws;
+
+use common::*;
 use gpu::layout::WType;
 use host::device::Gpu;
 use host::moe::layer::DeviceLayer;
-use host::moe::path::{self, ExpertPath, PathChoice};
-use host::moe::prefill::{Prefill, RoutingInput};
+use host::moe::prefill::RoutingInput;
 use host::problem::{MoeShape, Routing};
 use host::reference::{self, route};
 use host::synth::{self, Popularity, SyntheticLayer};
 use tests::*;
 use tests::{DOWN_TYPES as DOWN, GATE_UP_TYPES as GATE_UP};
-
-fn small(gate_up_type: WType, down_type: WType, top_k: usize) -> MoeShape {
-    MoeShape {
-        n_experts: 16,
-        top_k,
-        hidden: 256,
-        ffn: 128,
-        gate_up_type,
-        down_type,
-    }
-}
-
-fn f32_bytes(v: &[f32]) -> &[u8] {
-    bytemuck::cast_slice(v)
-}
-
-/// One pipeline per expert path that can run `s` here (MMQ always; fused where eligible), and
-/// one that chooses per run (`auto`).
-fn pipelines(gpu: &Gpu, s: &MoeShape, cap: usize) -> Vec<Prefill> {
-    let mut pfs: Vec<Prefill> = ExpertPath::ALL
-        .into_iter()
-        .filter(|&p| path::eligible(p, s, &gpu.limits()).is_ok())
-        .map(|p| Prefill::new(gpu, s, cap, p).expect("pipeline"))
-        .collect();
-    pfs.push(Prefill::new(gpu, s, cap, PathChoice::Auto).expect("auto pipeline"));
-    assert!(pfs.iter().any(|p| p.path() == ExpertPath::Mmq));
-    pfs
-}
-
-/// One run of `routing` through each pipeline, every stage compared with the reference.
-fn check(
-    gpu: &Gpu,
-    label: &str,
-    layer: &SyntheticLayer,
-    dev: &DeviceLayer,
-    pfs: &mut [Prefill],
-    routing: &Routing,
-    seed: u64,
-) {
-    let s = layer.shape;
-    let t = routing.n_tokens;
-    let x = host::synth::normal_f32(seed, t * s.hidden, 1.0);
-    let want = reference::prefill(&x, routing, &layer.weights(), &s);
-    let dx = gpu.upload(&x).expect("upload x");
-    for (i, pf) in pfs.iter_mut().enumerate() {
-        check_one(gpu, label, i, &s, dev, pf, routing, &want, &dx);
-    }
-}
-
-#[allow(clippy::too_many_arguments)]
-fn check_one(
-    gpu: &Gpu,
-    label: &str,
-    index: usize,
-    s: &MoeShape,
-    dev: &DeviceLayer,
-    pf: &mut Prefill,
-    routing: &Routing,
-    want: &reference::Stages,
-    dx: &cudarc::driver::CudaSlice<f32>,
-) {
-    let t = routing.n_tokens;
-    pf.poison(gpu, POISON).expect("poison");
-    pf.run(gpu, dev, dx, t, RoutingInput::Given(routing))
-        .expect("prefill runs");
-    // The path of this run (a pipeline built with auto reports the one it chose).
-    let label = &format!("{label} [pipeline {index}: {}]", pf.path().name());
-    let got = pf.outputs(gpu).expect("download");
-    let rows = t * s.top_k;
-    let k = s.top_k;
-    assert_eq!(
-        got.expert_bounds, want.order.expert_bounds,
-        "{label}: expert bounds"
-    );
-    assert_eq!(
-        got.row_token, want.order.row_token,
-        "{label}: row order (tokens)"
-    );
-    let want_dst: Vec<u32> = (0..rows)
-        .map(|c| want.order.row_token[c] * k as u32 + want.order.row_slot[c])
-        .collect();
-    assert_eq!(got.row_dst, want_dst, "{label}: row order (destinations)");
-    assert_bytes_eq(
-        &format!("{label} xq"),
-        &got.xq,
-        bytemuck::cast_slice(&want.xq),
-        locate_q8_1(rows),
-    );
-    let w2 = 2 * s.ffn;
-    if let Some(gu) = &got.gu {
-        assert_bytes_eq(
-            &format!("{label} gate/up"),
-            f32_bytes(gu),
-            f32_bytes(&want.gu),
-            |i| {
-                let (c, n) = (i / 4 / w2, i / 4 % w2);
-                format!(
-                    "row {c} (token {}, expert row {n})",
-                    want.order.row_token[c]
-                )
-            },
-        );
-    }
-    if let Some(hq) = &got.hq {
-        assert_bytes_eq(
-            &format!("{label} swiglu_quant"),
-            hq,
-            bytemuck::cast_slice(&want.hq),
-            locate_q8_1(rows),
-        );
-    }
-    assert_bytes_eq(
-        &format!("{label} down"),
-        f32_bytes(&got.dm),
-        f32_bytes(&want.dm),
-        |i| {
-            let (r, h) = (i / 4 / s.hidden, i / 4 % s.hidden);
-            format!(
-                "token {} slot {} (expert {}), column {h}",
-                r / k,
-                r % k,
-                routing.ids[r]
-            )
-        },
-    );
-    assert_bytes_eq(
-        &format!("{label} output"),
-        f32_bytes(&got.out),
-        f32_bytes(&want.out),
-        |i| format!("token {}, column {}", i / 4 / s.hidden, i / 4 % s.hidden),
-    );
-    let past = pf.written_past_end(gpu, POISON).expect("download");
-    assert!(past.is_empty(), "{label}: written past the end of {past:?}");
-}
 
 /// All 18 format pairs on a small layer (16 experts, hidden 256, FFN 128, top-4): uniform and
 /// skewed routing at T = 1, 37, 512, 4113, separate and merged gate/up tensors.
@@ -493,7 +364,11 @@ fn expert_row_counts_at_tile_edges() {
         let layer = SyntheticLayer::new(s, merged, sd).expect("layer");
         let dev = DeviceLayer::upload(&gpu, &layer.weights(), &s).expect("upload");
         let mut pfs = pipelines(&gpu, &s, t);
-        assert_eq!(pfs.len(), 3, "mmq, fused and auto run this shape");
+        assert_eq!(
+            pfs.len(),
+            5,
+            "mmq, fused, ws, ws fast and auto run this shape"
+        );
         let label = format!(
             "row counts {counts:?} top-{k} {}/{}",
             s.gate_up_type.name(),

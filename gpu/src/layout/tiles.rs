@@ -151,3 +151,32 @@ impl FusedSmem {
         }
     }
 }
+
+/// Weight rows of a weight-stationary CTA, one per thread: each thread decodes its row's
+/// weight blocks once per pass over K and keeps them in registers (gpu/src/moe/ws.rs).
+pub const WS_ROWS: usize = 128;
+/// Threads of a weight-stationary CTA (one per weight row).
+pub const WS_THREADS: usize = WS_ROWS;
+/// The activation-row tiers of the weight-stationary kernels (`moe_ws_<type>_c<cols>`): the most
+/// rows of one expert a CTA runs against its weight rows in one pass. The path picks the tier
+/// from the run's rows per routed expert (host/src/moe/expert/ws.rs).
+pub const WS_COLS: [usize; 3] = [16, 32, 64];
+/// The tier with a `_fast` variant (WS_FAST: unrolled token pairs entered by a jump table).
+pub const WS_FAST_COLS: usize = 32;
+/// Bit position of a pair's second activation in a packed word: `x0 + x1 * 2^20`. One
+/// `mad.wide.s32` of a weight with it adds `w x0 + 2^20 w x1` to a 64-bit sum; over at most 32
+/// values `|sum of w x0| <= 32 * 128 * 127 < 2^19`, so the low 20 bits, sign-extended, are that
+/// sum exactly and the rest, shifted down, is the other token's.
+pub const WS_PAIR_SHIFT: u32 = 20;
+
+/// Dynamic shared memory of a weight-stationary CTA with `cols` activation rows: one K step's
+/// packed activation pairs `[cols / 2][128]` u32, then the activation scales `[cols][4]` f32
+/// (`[4][cols]` in the `_fast` variant).
+pub const fn ws_smem_bytes(cols: usize) -> usize {
+    ws_scales_offset(cols) + cols * 4 * 4
+}
+
+/// Offset of the activation scales in a weight-stationary CTA's shared memory.
+pub const fn ws_scales_offset(cols: usize) -> usize {
+    cols / 2 * MMQ_KSTEP * 4
+}

@@ -189,7 +189,8 @@ unsafe fn mmq<B: WeightBlock>(p: &MmqParams) {
 }
 
 macro_rules! mmq_kernels {
-    ($(($w:ident, $b:ident, $gate_up:ident, $down:ident, $fused:ident, $wide:ident)),* $(,)?) => {$(
+    ($(($w:ident, $b:ident, $gate_up:ident, $down:ident, $fused:ident, $wide:ident
+        $(, $rest:ident)*)),* $(,)?) => {$(
         /// MMQ gate/up product for one weight format; see the module doc.
         ///
         /// # Safety

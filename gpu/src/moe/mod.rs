@@ -16,3 +16,4 @@ pub mod q8_1;
 pub mod route;
 pub mod scatter;
 pub mod swiglu_quant;
+pub mod ws;

@@ -274,6 +274,48 @@ pub unsafe fn ld_shared_f32(addr: u32) -> f32 {
     f32::from_bits(unsafe { ld_shared_u32(addr) })
 }
 
+/// `ld.shared.v4.b32`.
+///
+/// # Safety
+/// `addr` must be a 16-byte aligned shared address inside the dynamic shared memory.
+#[inline(always)]
+pub unsafe fn ld_shared_v4_u32(addr: u32) -> [u32; 4] {
+    let (a, b, c, d): (u32, u32, u32, u32);
+    // SAFETY: the caller guarantees the address.
+    unsafe {
+        asm!("ld.shared.v4.b32 {{{a}, {b}, {c}, {d}}}, [{p}];", a = out(reg32) a, b = out(reg32) b,
+             c = out(reg32) c, d = out(reg32) d, p = in(reg32) addr, options(readonly, nostack));
+    }
+    [a, b, c, d]
+}
+
+/// `ld.shared.v2.f32`.
+///
+/// # Safety
+/// `addr` must be an 8-byte aligned shared address inside the dynamic shared memory.
+#[inline(always)]
+pub unsafe fn ld_shared_v2_f32(addr: u32) -> [f32; 2] {
+    let (a, b): (f32, f32);
+    // SAFETY: the caller guarantees the address.
+    unsafe {
+        asm!("ld.shared.v2.f32 {{{a}, {b}}}, [{p}];", a = out(reg32) a, b = out(reg32) b,
+             p = in(reg32) addr, options(readonly, nostack));
+    }
+    [a, b]
+}
+
+/// `mad.wide.s32` [9.7.1.4]: `a * b + c` with a 64-bit product and sum (exact).
+#[inline(always)]
+pub fn mad_wide_s32(a: i32, b: i32, c: i64) -> i64 {
+    let r: i64;
+    // SAFETY: register-only integer arithmetic.
+    unsafe {
+        asm!("mad.wide.s32 {r}, {a}, {b}, {c};", r = out(reg64) r, a = in(reg32) a,
+             b = in(reg32) b, c = in(reg64) c, options(pure, nomem, nostack));
+    }
+    r
+}
+
 /// `atom.shared.add.u32` [9.7.13.3]: returns the old value.
 ///
 /// # Safety

@@ -125,7 +125,7 @@ pub fn print_table(
     println!(
         "\nT = {t} ({} rows), path {}: layer {:.3} ms median (spread {:.3}-{:.3}, {} runs), {:.0} TOPS int8",
         t * s.top_k,
-        pf.path().name(),
+        pf.label(),
         total.median,
         total.min,
         total.max,

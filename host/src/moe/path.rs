@@ -8,7 +8,9 @@ use crate::error::{Error, Result};
 use crate::moe::expert::ExpertPlan;
 use crate::moe::expert::auto::{self, AutoPlan};
 use crate::moe::expert::fused::{self, FusedPlan};
-use crate::moe::expert::mmq::{self, MmqPlan};
+use crate::moe::expert::mmq;
+use crate::moe::expert::split::{Product, SplitChoice, SplitPlan};
+use crate::moe::expert::ws::{self, WsOptions};
 use crate::problem::MoeShape;
 
 /// The expert paths of the system.
@@ -71,9 +73,7 @@ pub fn eligible(path: ExpertPath, s: &MoeShape, dev: &DeviceLimits) -> Result<()
     match path {
         ExpertPath::Mmq => mmq::eligible(s),
         ExpertPath::Fused => fused::eligible(s, dev),
-        ExpertPath::Ws => Err(Error::Unsupported(
-            "the weight-stationary path is not built yet".into(),
-        )),
+        ExpertPath::Ws => ws::eligible(s),
     }
 }
 
@@ -123,13 +123,21 @@ pub fn plan(
 ) -> Result<Box<dyn ExpertPlan>> {
     eligible(path, s, &gpu.limits())?;
     Ok(match path {
-        ExpertPath::Mmq => Box::new(MmqPlan::new(gpu, s, cap_rows)?),
+        ExpertPath::Mmq => Box::new(SplitPlan::new(
+            gpu,
+            s,
+            cap_rows,
+            SplitChoice::Fixed([Product::Mmq; 2]),
+            WsOptions::default(),
+        )?),
         ExpertPath::Fused => Box::new(FusedPlan::new(gpu, s, cap_rows)?),
-        ExpertPath::Ws => {
-            return Err(Error::Unsupported(
-                "the weight-stationary path is not built yet".into(),
-            ));
-        }
+        ExpertPath::Ws => Box::new(SplitPlan::new(
+            gpu,
+            s,
+            cap_rows,
+            SplitChoice::Fixed([Product::Ws; 2]),
+            WsOptions::from_env(),
+        )?),
     })
 }
 
@@ -176,7 +184,7 @@ mod tests {
             ..MoeShape::REFERENCE
         };
         assert_eq!(preferred(&iq_down, &dev), [ExpertPath::Mmq]);
-        assert!(explain(PathChoice::Only(ExpertPath::Ws), &MoeShape::REFERENCE, &dev).is_err());
+        assert!(explain(PathChoice::Only(ExpertPath::Ws), &MoeShape::REFERENCE, &dev).is_ok());
         assert!(explain(PathChoice::Auto, &MoeShape::REFERENCE, &dev).is_ok());
     }
 }

@@ -77,13 +77,27 @@ impl Prefill {
         shape.check()?;
         scatter::check(cap_tokens, shape.top_k, shape.n_experts, shape.hidden)?;
         let rows = (cap_tokens * shape.top_k).max(1);
+        let plan = path::plan_for(path.into(), gpu, shape, rows)?;
+        Self::with_plan(gpu, shape, cap_tokens, plan)
+    }
+
+    /// A pipeline around a plan built by the caller (e.g. a split plan with chosen options); the
+    /// plan must have been built for `shape` and at least `cap_tokens * top_k` rows.
+    pub fn with_plan(
+        gpu: &Gpu,
+        shape: &MoeShape,
+        cap_tokens: usize,
+        plan: Box<dyn ExpertPlan>,
+    ) -> Result<Self> {
+        shape.check()?;
+        scatter::check(cap_tokens, shape.top_k, shape.n_experts, shape.hidden)?;
+        let rows = (cap_tokens * shape.top_k).max(1);
         let p = 0xa5;
         let ev = || {
             gpu.ctx
                 .new_event(Some(cudarc::driver::sys::CUevent_flags::CU_EVENT_DEFAULT))
                 .op("cuEventCreate")
         };
-        let plan = path::plan_for(path.into(), gpu, shape, rows)?;
         Ok(Prefill {
             shape: *shape,
             cap_tokens,
@@ -296,6 +310,11 @@ impl Prefill {
     /// The expert path of the last run (auto chooses per run).
     pub fn path(&self) -> ExpertPath {
         self.plan.path()
+    }
+
+    /// The name of the last run's path for tables (`ws+mmq` when a split plan mixes products).
+    pub fn label(&self) -> String {
+        self.plan.label()
     }
 
     /// A line on the path's configuration and the last run's work items.

@@ -170,7 +170,8 @@ unsafe fn dispatch<G: WeightBlock, const NT: usize>(p: &FusedParams) {
 }
 
 macro_rules! fused_kernels {
-    ($(($w:ident, $b:ident, $gate_up:ident, $down:ident, $fused:ident, $wide:ident)),* $(,)?) => {$(
+    ($(($w:ident, $b:ident, $gate_up:ident, $down:ident, $fused:ident, $wide:ident
+        $(, $rest:ident)*)),* $(,)?) => {$(
         /// The fused expert path with this gate/up type, 32-row tiles (NT = 1); the down type
         /// (Q2_0, IQ4_NL or Q8_0) is `p.down_type`. See the module doc.
         ///

@@ -54,6 +54,10 @@ impl ExpertPlan for AutoPlan {
         self.current().path()
     }
 
+    fn label(&self) -> String {
+        self.current().label()
+    }
+
     fn stages(&self) -> &'static [&'static str] {
         self.current().stages()
     }

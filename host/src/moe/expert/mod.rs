@@ -5,11 +5,15 @@
 //! nothing of what is inside. Every path writes the same bytes into `dm`.
 //!
 //! Adding a path: a file here with a plan implementing [`ExpertPlan`], a variant of
-//! `ExpertPath` and its arms in `path.rs` (eligibility, the plan's constructor).
+//! `ExpertPath` and its arms in `path.rs` (eligibility, the plan's constructor). A path that
+//! only brings new gate/up and down kernels (GU and H through global memory) is a `Product` of
+//! the split plan (split.rs) instead.
 
 pub mod auto;
 pub mod fused;
 pub mod mmq;
+pub mod split;
+pub mod ws;
 
 use crate::device::Gpu;
 use crate::error::{DriverOp, Result};
@@ -42,6 +46,11 @@ pub struct Intermediates {
 /// One expert path's plan for a layer shape and a row capacity.
 pub trait ExpertPlan {
     fn path(&self) -> ExpertPath;
+    /// The path's name for tables: `path().name()`, or e.g. `ws+mmq` for a split plan whose
+    /// products differ.
+    fn label(&self) -> String {
+        self.path().name().to_string()
+    }
     /// Stage names in launch order of the last prepared run (for tables: "gate_up", ...).
     fn stages(&self) -> &'static [&'static str];
     /// The most stages any run of this plan has (the pipeline's event count).

@@ -1,0 +1,376 @@
+//! The split paths: gate/up product -> swiglu_quant -> down product, three launches, GU and H
+//! through global memory. Each product runs on the per-group MMQ kernels (gpu/src/moe/mmq.rs:
+//! one CTA per up to 64 rows of an expert, `mma`) or on the weight-stationary ones
+//! (gpu/src/moe/ws.rs: a thread per weight row, integer `mad`, tiers of 16/32/64 rows, largest
+//! expert first). `--path mmq` and `--path ws` fix both products; `--path auto` picks each
+//! product per run (moe/expert/auto.rs). Both kernel families take `MmqParams` and give the
+//! same bytes, so any mix gives the reference's.
+
+use cudarc::driver::{CudaFunction, CudaSlice, LaunchConfig, PushKernelArg};
+use gpu::layout::{
+    MMQ_BLOCK_VALUES, MMQ_COLS, MMQ_ROWS, MMQ_SMEM_BYTES, MMQ_THREADS, MmqParams, Q8_1_MMQ_BYTES,
+    WS_COLS, WS_ROWS, WS_THREADS, padded_k, ws_smem_bytes,
+};
+
+use super::{
+    ExpertIo, ExpertPlan, Intermediates, check_rows, max_tiles, rows_per_routed_expert,
+    tiles_from_bounds, upload_tiles,
+};
+use crate::device::{Gpu, KArg, dptr};
+use crate::error::{DriverOp, Result};
+use crate::moe::expert::mmq;
+use crate::moe::expert::ws::{self, WsOptions};
+use crate::moe::layer::DeviceLayer;
+use crate::moe::path::ExpertPath;
+use crate::moe::swiglu_quant::SwigluQuantPlan;
+use crate::problem::{MoeShape, SwigluQuantShape};
+
+/// `MmqTile` as 4 u32 for cudarc buffers.
+type TileRepr = [u32; 4];
+
+/// The kernel family that runs one product.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Product {
+    Mmq,
+    Ws,
+}
+
+impl Product {
+    pub const fn path(self) -> ExpertPath {
+        match self {
+            Product::Mmq => ExpertPath::Mmq,
+            Product::Ws => ExpertPath::Ws,
+        }
+    }
+}
+
+/// How a split plan picks its products for a run: fixed, or from the run's rows per routed
+/// expert (auto's table).
+pub enum SplitChoice {
+    Fixed([Product; 2]),
+    PerRun(Box<dyn Fn(usize) -> [Product; 2]>),
+}
+
+impl SplitChoice {
+    fn may_use(&self, p: Product) -> bool {
+        match self {
+            SplitChoice::Fixed(f) => f.contains(&p),
+            SplitChoice::PerRun(_) => true,
+        }
+    }
+}
+
+/// Why a product family cannot run this shape, if it cannot.
+pub fn eligible(p: Product, s: &MoeShape) -> Result<()> {
+    match p {
+        Product::Mmq => mmq::eligible(s),
+        Product::Ws => ws::eligible(s),
+    }
+}
+
+/// A split plan: the tile lists of the product families it may use and the GU / H scratch for
+/// up to `cap_rows` rows.
+pub struct SplitPlan {
+    shape: MoeShape,
+    cap_rows: usize,
+    choice: SplitChoice,
+    ws: WsOptions,
+    tiles_mmq: Option<CudaSlice<TileRepr>>,
+    n_mmq: usize,
+    tiles_ws: Option<CudaSlice<TileRepr>>,
+    n_ws: usize,
+    ws_tier: usize,
+    products: [Product; 2],
+    gu: CudaSlice<f32>,
+    hq: CudaSlice<u8>,
+}
+
+impl SplitPlan {
+    /// `ws`: how the weight-stationary products run (WS_FAST, a forced tier).
+    pub fn new(
+        gpu: &Gpu,
+        s: &MoeShape,
+        cap_rows: usize,
+        choice: SplitChoice,
+        ws: WsOptions,
+    ) -> Result<Self> {
+        let rows = cap_rows.max(1);
+        let tiles = |p: Product, width: usize| -> Result<Option<CudaSlice<TileRepr>>> {
+            if !choice.may_use(p) {
+                return Ok(None);
+            }
+            eligible(p, s)?;
+            Ok(Some(
+                gpu.alloc_filled(max_tiles(rows, s.n_experts, width), 0xa5)?,
+            ))
+        };
+        let tiles_mmq = tiles(Product::Mmq, MMQ_COLS)?;
+        let tiles_ws = tiles(Product::Ws, WS_COLS[0])?;
+        let first = match &choice {
+            SplitChoice::Fixed(f) => f[0],
+            SplitChoice::PerRun(_) => Product::Mmq,
+        };
+        Ok(SplitPlan {
+            shape: *s,
+            cap_rows: rows,
+            choice,
+            ws,
+            tiles_mmq,
+            n_mmq: 0,
+            tiles_ws,
+            n_ws: 0,
+            ws_tier: 0,
+            products: [first; 2],
+            gu: gpu.alloc_filled(rows * 2 * s.ffn, 0xa5)?,
+            hq: gpu.alloc_filled(hq_bytes(s, rows), 0xa5)?,
+        })
+    }
+
+    /// The products of the last prepared run (gate/up, down).
+    pub fn products(&self) -> [Product; 2] {
+        self.products
+    }
+
+    /// Queues one product over the prepared tiles of its family.
+    ///
+    /// # Safety
+    /// `p` must describe live device buffers as `gpu::layout::MmqParams` requires, with
+    /// `p.tiles` this plan's tile buffer of family `prod`; `func` must be that family's kernel
+    /// (of the prepared tier for the weight-stationary family).
+    unsafe fn product(
+        &self,
+        gpu: &Gpu,
+        prod: Product,
+        func: &CudaFunction,
+        name: &'static str,
+        p: MmqParams,
+    ) -> Result<()> {
+        let (n_tiles, rows, threads, smem) = match prod {
+            Product::Mmq => (self.n_mmq, MMQ_ROWS, MMQ_THREADS, MMQ_SMEM_BYTES),
+            Product::Ws => (
+                self.n_ws,
+                WS_ROWS,
+                WS_THREADS,
+                ws_smem_bytes(WS_COLS[self.ws_tier]),
+            ),
+        };
+        if n_tiles == 0 {
+            return Ok(());
+        }
+        let cfg = LaunchConfig {
+            grid_dim: (n_tiles as u32, p.n / rows as u32, 1),
+            block_dim: (threads as u32, 1, 1),
+            shared_mem_bytes: smem as u32,
+        };
+        let arg = KArg(p);
+        // SAFETY: forwarded from the caller; the tile buffer holds n_tiles tiles.
+        unsafe { gpu.stream.launch_builder(func).arg(&arg).launch(cfg) }.op(name)?;
+        Ok(())
+    }
+
+    /// The kernel, its name and the tile buffer of product `which` (0 gate/up, 1 down) of type
+    /// `w` for the prepared run.
+    fn kernel<'a>(
+        &self,
+        gpu: &'a Gpu,
+        which: usize,
+        w: gpu::layout::WType,
+    ) -> Result<(&'a CudaFunction, &'static str, u64)> {
+        let k = gpu.kernels.format(w)?;
+        let st = &gpu.stream;
+        Ok(match self.products[which] {
+            Product::Mmq => {
+                let t = self
+                    .tiles_mmq
+                    .as_ref()
+                    .expect("mmq tiles exist when mmq may run");
+                (
+                    if which == 0 {
+                        &k.gate_up_mmq
+                    } else {
+                        &k.down_mmq
+                    },
+                    k.names[which],
+                    dptr(t, st),
+                )
+            }
+            Product::Ws => {
+                let t = self
+                    .tiles_ws
+                    .as_ref()
+                    .expect("ws tiles exist when ws may run");
+                if which == 1 && self.ws.fast && self.ws_tier == ws::FAST_TIER {
+                    (&k.ws_fast, k.names[7], dptr(t, st))
+                } else {
+                    (&k.ws[self.ws_tier], k.names[4 + self.ws_tier], dptr(t, st))
+                }
+            }
+        })
+    }
+}
+
+fn hq_bytes(s: &MoeShape, rows: usize) -> usize {
+    padded_k(s.ffn) / MMQ_BLOCK_VALUES * rows * Q8_1_MMQ_BYTES
+}
+
+impl ExpertPlan for SplitPlan {
+    fn path(&self) -> ExpertPath {
+        self.products[0].path()
+    }
+
+    fn label(&self) -> String {
+        let [g, d] = self.products;
+        if g == d {
+            g.path().name().to_string()
+        } else {
+            format!("{}+{}", g.path().name(), d.path().name())
+        }
+    }
+
+    fn stages(&self) -> &'static [&'static str] {
+        &["gate_up", "swiglu_quant", "down"]
+    }
+
+    fn prepare(&mut self, gpu: &Gpu, bounds: &[u32]) -> Result<()> {
+        let rows = rows_per_routed_expert(bounds);
+        self.products = match &self.choice {
+            SplitChoice::Fixed(f) => *f,
+            SplitChoice::PerRun(f) => f(rows),
+        };
+        if let Some(t) = self.tiles_mmq.as_mut()
+            && self.products.contains(&Product::Mmq)
+        {
+            self.n_mmq = upload_tiles(gpu, &tiles_from_bounds(bounds, MMQ_COLS, false), t)?;
+        }
+        if let Some(t) = self.tiles_ws.as_mut()
+            && self.products.contains(&Product::Ws)
+        {
+            self.ws_tier = self.ws.tier_for(rows);
+            let list = tiles_from_bounds(bounds, WS_COLS[self.ws_tier], true);
+            self.n_ws = upload_tiles(gpu, &list, t)?;
+        }
+        Ok(())
+    }
+
+    fn launch(
+        &mut self,
+        gpu: &Gpu,
+        layer: &DeviceLayer,
+        io: &ExpertIo,
+        mark: &mut dyn FnMut(usize) -> Result<()>,
+    ) -> Result<()> {
+        let s = self.shape;
+        check_rows("split path", io.n_rows, self.cap_rows)?;
+        let st = &gpu.stream;
+        let w = layer.ptrs(gpu);
+        let (func, name, tiles) = self.kernel(gpu, 0, s.gate_up_type)?;
+        let gu_p = MmqParams {
+            w0: w.gate,
+            w1: if w.merged { 0 } else { w.up },
+            w_expert_bytes: w.gu_expert_bytes,
+            x: io.xq,
+            tiles,
+            out: dptr(&self.gu, st),
+            out_rows: 0,
+            row_bytes: w.gu_row_bytes as u32,
+            n_split: if w.merged {
+                2 * s.ffn as u32
+            } else {
+                s.ffn as u32
+            },
+            n: 2 * s.ffn as u32,
+            k: s.hidden as u32,
+            n_cols_x: io.n_rows as u32,
+            out_stride: 2 * s.ffn as u32,
+        };
+        // SAFETY: weights resident with the layer's shape (checked at upload); xq holds
+        // hidden_padded / 128 chunks of n_rows blocks; the tiles cover rows < n_rows with at
+        // most the kernel's width each; gu holds cap_rows >= n_rows rows of 2 ffn.
+        unsafe { self.product(gpu, self.products[0], func, name, gu_p)? };
+        mark(0)?;
+        let sq = SwigluQuantShape::dense(io.n_rows, s.ffn, false);
+        SwigluQuantPlan::new(&sq, s.down_type.id())?.launch(gpu, &self.gu, &mut self.hq)?;
+        mark(1)?;
+        let (func, name, tiles) = self.kernel(gpu, 1, s.down_type)?;
+        let dn_p = MmqParams {
+            w0: w.down,
+            w1: 0,
+            w_expert_bytes: w.down_expert_bytes,
+            x: dptr(&self.hq, st),
+            tiles,
+            out: io.dm,
+            out_rows: io.row_dst,
+            row_bytes: w.down_row_bytes as u32,
+            n_split: s.hidden as u32,
+            n: s.hidden as u32,
+            k: s.ffn as u32,
+            n_cols_x: io.n_rows as u32,
+            out_stride: s.hidden as u32,
+        };
+        // SAFETY: as for gate/up; hq holds padded(ffn) / 128 chunks of n_rows blocks;
+        // row_dst maps each row to its (token, slot) row of dm.
+        unsafe { self.product(gpu, self.products[1], func, name, dn_p)? };
+        mark(2)
+    }
+
+    fn describe(&self) -> String {
+        let one = |p: Product| match p {
+            Product::Mmq => format!(
+                "mmq ({} tiles of up to {MMQ_COLS} rows x {MMQ_ROWS} features)",
+                self.n_mmq
+            ),
+            Product::Ws => format!(
+                "weight-stationary ({} tiles of up to {} rows x {WS_ROWS} features{})",
+                self.n_ws,
+                WS_COLS[self.ws_tier],
+                if self.ws.fast && self.ws_tier == ws::FAST_TIER {
+                    ", WS_FAST down"
+                } else {
+                    ""
+                }
+            ),
+        };
+        let [g, d] = self.products;
+        if g == d {
+            format!("{} per product", one(g))
+        } else {
+            format!("gate/up {}, down {}", one(g), one(d))
+        }
+    }
+
+    fn poison(&mut self, gpu: &Gpu, byte: u8) -> Result<()> {
+        gpu.fill(&mut self.gu, byte)?;
+        gpu.fill(&mut self.hq, byte)
+    }
+
+    fn intermediates(&self, gpu: &Gpu, n_rows: usize) -> Result<Intermediates> {
+        let s = &self.shape;
+        let mut gu = gpu.download(&self.gu)?;
+        gu.truncate(n_rows * 2 * s.ffn);
+        let mut hq = gpu.download(&self.hq)?;
+        hq.truncate(hq_bytes(s, n_rows));
+        Ok(Intermediates {
+            gu: Some(gu),
+            hq: Some(hq),
+        })
+    }
+
+    fn written_past_end(&self, gpu: &Gpu, byte: u8, n_rows: usize) -> Result<Vec<&'static str>> {
+        let s = &self.shape;
+        let mut bad = Vec::new();
+        let gu = gpu.download(&self.gu)?;
+        if gu[n_rows * 2 * s.ffn..]
+            .iter()
+            .any(|v| v.to_bits() != u32::from_ne_bytes([byte; 4]))
+        {
+            bad.push("gu");
+        }
+        if gpu.download(&self.hq)?[hq_bytes(s, n_rows)..]
+            .iter()
+            .any(|&b| b != byte)
+        {
+            bad.push("hq");
+        }
+        Ok(bad)
+    }
+}
