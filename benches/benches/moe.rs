@@ -9,6 +9,7 @@ use host::moe::layer::DeviceLayer;
 use host::moe::path::{self as paths, ExpertPath};
 use host::moe::prefill::{Prefill, RoutingInput};
 use host::moe::swiglu_quant::SwigluQuantPlan;
+use host::moe::ws_down::{WsDownCase, WsDownLayer};
 use host::problem::MoeShape;
 use host::problem::SwigluQuantShape;
 use host::synth::{self, Popularity, SyntheticLayer};
@@ -31,16 +32,12 @@ const LLAMA_CPP: [[f64; 4]; 4] = [
     [4.88, 6.89, 18.71, 35.06],
 ];
 
-/// "uniform", or "skewed" with the lognormal sigma.
 fn pop_name(p: Popularity) -> String {
-    match p {
-        Popularity::Uniform => "uniform".into(),
-        Popularity::Skewed { sigma } => format!("skewed{sigma}"),
-    }
+    p.name()
 }
 
 /// The expert paths benched (those built).
-const PATHS: [ExpertPath; 2] = [ExpertPath::Mmq, ExpertPath::Fused];
+const PATHS: [ExpertPath; 3] = [ExpertPath::Mmq, ExpertPath::Fused, ExpertPath::Ws];
 
 fn layer_id(path: ExpertPath, g: WType, d: WType, pop: Popularity, t: usize) -> String {
     format!(
@@ -108,6 +105,71 @@ fn prefill(c: &mut Criterion, gpu: &Gpu) {
         }
     }
     g.finish();
+}
+
+/// Token counts and routings of the WS_FAST down bench.
+const WS_DOWN_TOKENS: [usize; 4] = [768, 1024, 2048, 4096];
+const WS_DOWN_POPS: [Popularity; 3] = [
+    Popularity::Skewed { sigma: 0.5 },
+    Popularity::Skewed { sigma: 1.0 },
+    Popularity::Flat,
+];
+
+/// WS_FAST against the default weight-stationary down kernel (IQ4_NL down, 32-row tier, the
+/// reference shape's 512 experts): byte-compared once per case, then the down stage timed.
+fn ws_down(c: &mut Criterion, gpu: &Gpu) {
+    let mut g = c.benchmark_group("ws_down");
+    let layer = WsDownLayer::new(gpu, WType::Iq4Nl, 1).expect("layer");
+    for pop in WS_DOWN_POPS {
+        for t in WS_DOWN_TOKENS {
+            let mut case = WsDownCase::new(gpu, &layer, t, pop, 1).expect("case");
+            let (diff, total) = case.compare(gpu).expect("compare");
+            assert_eq!(diff, 0, "WS_FAST changed {diff} of {total} bytes");
+            for fast in [false, true] {
+                let id = format!(
+                    "iq4_nl/{}/T={t}/{}",
+                    pop.name(),
+                    if fast { "fast" } else { "default" }
+                );
+                g.bench_function(&id, |b| {
+                    b.iter_custom(|n| {
+                        let mut total = 0.0;
+                        for _ in 0..n {
+                            let ms = case.run(gpu, fast).expect("run");
+                            total += ms;
+                            benches::record(&format!("ws_down/{id}"), ms);
+                        }
+                        std::time::Duration::from_secs_f64(total * 1e-3)
+                    })
+                });
+            }
+        }
+    }
+    g.finish();
+}
+
+fn ws_down_summary() {
+    println!("\nws_down summary (down stage medians in ms, WS_FAST gain):");
+    for pop in WS_DOWN_POPS {
+        for t in WS_DOWN_TOKENS {
+            let id = |v: &str| format!("ws_down/iq4_nl/{}/T={t}/{v}", pop.name());
+            let (Some(d), Some(f)) = (benches::stats(&id("default")), benches::stats(&id("fast")))
+            else {
+                continue;
+            };
+            println!(
+                "{:<40} default {:.4} ({:.4}-{:.4})  fast {:.4} ({:.4}-{:.4})  gain {:.1}%",
+                format!("iq4_nl/{}/T={t}", pop.name()),
+                d.median,
+                d.min,
+                d.max,
+                f.median,
+                f.min,
+                f.max,
+                100.0 * (d.median - f.median) / d.median
+            );
+        }
+    }
 }
 
 fn prefill_summary(copy_gbs: f64) {
@@ -271,6 +333,7 @@ fn main() {
         .warm_up_time(std::time::Duration::from_millis(300))
         .measurement_time(std::time::Duration::from_secs(1));
     prefill(&mut c, &gpu);
+    ws_down(&mut c, &gpu);
     c.final_summary();
     println!(
         "device: {} (sm_{}), device-to-device copy {copy_gbs:.0} GB/s",
@@ -278,4 +341,5 @@ fn main() {
     );
     swiglu_summary(copy_gbs);
     prefill_summary(copy_gbs);
+    ws_down_summary();
 }

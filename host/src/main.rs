@@ -33,6 +33,9 @@ enum Cmd {
     /// GGUF file's MoE layers instead: weight types, and which expert paths can run each and why
     /// not (from the header alone).
     Info(cli::info::InfoArgs),
+    /// WS_FAST against the default weight-stationary down kernel on the reference shape's down
+    /// product: bytes compared, down time per routing and token count.
+    WsDown(cli::ws_down::WsDownArgs),
 }
 
 fn main() {
@@ -43,6 +46,7 @@ fn main() {
         Some(Cmd::Prefill(a)) => cli::prefill::run(&a),
         Some(Cmd::MakeModel(a)) => cli::make_model::run(&a),
         Some(Cmd::Info(a)) => cli::info::run(&a),
+        Some(Cmd::WsDown(a)) => cli::ws_down::run(&a),
     };
     if let Err(e) = r {
         eprintln!("error: {e}");

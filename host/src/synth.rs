@@ -122,6 +122,20 @@ pub enum Popularity {
     Uniform,
     /// Popularity `exp(sigma * z_e)`, z_e ~ N(0, 1) per expert (lognormal).
     Skewed { sigma: f64 },
+    /// No chance at all: slot j of token i on expert `(top_k * i + j) mod n_experts`, so every
+    /// expert gets the same number of rows to within one (T = 32 E / top_k gives 32 each).
+    Flat,
+}
+
+impl Popularity {
+    /// A short name for ids and tables: `uniform`, `skewed<sigma>`, `flat`.
+    pub fn name(self) -> String {
+        match self {
+            Popularity::Uniform => "uniform".into(),
+            Popularity::Skewed { sigma } => format!("skewed{sigma}"),
+            Popularity::Flat => "flat".into(),
+        }
+    }
 }
 
 /// A synthetic routing: each token picks `top_k` distinct experts with probability proportional
@@ -139,6 +153,13 @@ pub fn routing(
         Popularity::Skewed { sigma } => (0..n_experts)
             .map(|_| (sigma * rng.normal()).exp())
             .collect(),
+        Popularity::Flat => {
+            let mut r = routing(n_tokens, n_experts, top_k, Popularity::Uniform, seed);
+            for (i, id) in r.ids.iter_mut().enumerate() {
+                *id = ((top_k * (i / top_k) + i % top_k) % n_experts) as u32;
+            }
+            return r;
+        }
     };
     let mut cdf = Vec::with_capacity(n_experts);
     let mut acc = 0.0;

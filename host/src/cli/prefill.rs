@@ -52,14 +52,15 @@ pub struct PrefillArgs {
     /// Expert FFN width of the synthetic layer.
     #[arg(long, default_value_t = MoeShape::REFERENCE.ffn)]
     pub ffn: usize,
-    /// Routing of the synthetic layer: uniform, skewed (lognormal sigma 1.0), or router.
+    /// Routing of the synthetic layer: uniform, skewed (lognormal sigma 1.0), flat (every
+    /// expert the same row count), or router.
     #[arg(long, default_value = "uniform")]
     pub routing: String,
     /// Compare with the CPU reference on a sample of tokens (on by default; --check false skips).
     #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
     pub check: bool,
-    /// Expert path: mmq (per-group MMQ), fused (fused int8 experts), ws (weight-stationary,
-    /// not built yet) or auto (the fastest eligible path on the H200, see BENCHMARKS.md).
+    /// Expert path: mmq (per-group MMQ), fused (fused int8 experts), ws (weight-stationary:
+    /// integer arithmetic, a thread per weight row) or auto (the fastest eligible path on the H200, see BENCHMARKS.md).
     #[arg(long, default_value = "auto")]
     pub path: String,
     /// Timed repetitions per token count.
@@ -101,9 +102,10 @@ fn synthetic_routing(a: &PrefillArgs) -> Result<Option<Popularity>> {
     match a.routing.as_str() {
         "uniform" => Ok(Some(Popularity::Uniform)),
         "skewed" => Ok(Some(Popularity::Skewed { sigma: 1.0 })),
+        "flat" => Ok(Some(Popularity::Flat)),
         "router" => Ok(None),
         r => Err(Error::Unsupported(format!(
-            "unknown routing {r:?}: uniform, skewed or router"
+            "unknown routing {r:?}: uniform, skewed, flat or router"
         ))),
     }
 }

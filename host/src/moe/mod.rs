@@ -13,3 +13,4 @@ pub mod route;
 pub mod router;
 pub mod scatter;
 pub mod swiglu_quant;
+pub mod ws_down;

@@ -15,20 +15,6 @@ use host::synth::{self, Popularity, SyntheticLayer};
 use tests::*;
 use tests::{DOWN_TYPES as DOWN, GATE_UP_TYPES as GATE_UP};
 
-/// Slot j of token i on expert `(k i + j) mod e`: every expert gets the same number of rows
-/// (to within one).
-fn flat(t: usize, e: usize, k: usize, seed: u64) -> Routing {
-    let w = synth::normal_f32(seed, t * k, 1.0);
-    Routing {
-        n_tokens: t,
-        top_k: k,
-        ids: (0..t * k)
-            .map(|r| ((k * (r / k) + r % k) % e) as u32)
-            .collect(),
-        weights: w.iter().map(|v| 0.5 + v.abs().min(2.0) * 0.25).collect(),
-    }
-}
-
 /// Every tier forced, WS_FAST (32-row tier), and the two mixes with MMQ.
 fn ws_pipelines(gpu: &Gpu, s: &MoeShape, cap: usize) -> Vec<Prefill> {
     let mut pfs: Vec<Prefill> = (0..WS_COLS.len())
@@ -52,10 +38,11 @@ fn ws_pipelines(gpu: &Gpu, s: &MoeShape, cap: usize) -> Vec<Prefill> {
 }
 
 fn routings(s: &MoeShape, t: usize, sd: u64) -> Vec<(String, Routing)> {
-    let mut v: Vec<(String, Routing)> = [
+    [
         Popularity::Uniform,
         Popularity::Skewed { sigma: 0.5 },
         Popularity::Skewed { sigma: 1.0 },
+        Popularity::Flat,
     ]
     .into_iter()
     .map(|pop| {
@@ -64,9 +51,7 @@ fn routings(s: &MoeShape, t: usize, sd: u64) -> Vec<(String, Routing)> {
             synth::routing(t, s.n_experts, s.top_k, pop, sd ^ t as u64),
         )
     })
-    .collect();
-    v.push(("flat".into(), flat(t, s.n_experts, s.top_k, sd ^ 5)));
-    v
+    .collect()
 }
 
 /// All 18 pairs on the small layer at T = 1, 37, 512, 4113 (and 128: 32 rows per expert), four
