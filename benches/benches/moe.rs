@@ -122,7 +122,7 @@ fn ws_down(c: &mut Criterion, gpu: &Gpu) {
     let layer = WsDownLayer::new(gpu, WType::Iq4Nl, 1).expect("layer");
     for pop in WS_DOWN_POPS {
         for t in WS_DOWN_TOKENS {
-            let mut case = WsDownCase::new(gpu, &layer, t, pop, 1).expect("case");
+            let mut case = WsDownCase::new(gpu, &layer, t, pop, 1, 32).expect("case");
             let (diff, total) = case.compare(gpu).expect("compare");
             assert_eq!(diff, 0, "WS_FAST changed {diff} of {total} bytes");
             for fast in [false, true] {

@@ -107,22 +107,24 @@ pub struct FormatKernels {
     /// `moe_ws_<wtype>_c16`, `_c32`, `_c64`: the weight-stationary product for each tier of
     /// `gpu::layout::WS_COLS` (either product).
     pub ws: [CudaFunction; 3],
-    /// `moe_ws_<wtype>_c32_fast` (WS_FAST)
-    pub ws_fast: CudaFunction,
+    /// `moe_ws_<wtype>_c16_fast`, `_c32_fast` (WS_FAST), for the tiers of
+    /// `gpu::layout::WS_FAST_COLS`.
+    pub ws_fast: [CudaFunction; 2],
     /// The names, in that order (for errors).
     pub names: [&'static str; FORMAT_KERNELS],
 }
 
 /// Kernels per weight format.
-pub const FORMAT_KERNELS: usize = 8;
+pub const FORMAT_KERNELS: usize = 9;
 
 macro_rules! format_table {
     ($(($w:ident, $b:ident, $gate_up:ident, $down:ident, $fused:ident, $wide:ident,
-        $c16:ident, $c32:ident, $c64:ident, $fast:ident)),* $(,)?) => {
+        $c16:ident, $c32:ident, $c64:ident, $fast16:ident, $fast32:ident)),* $(,)?) => {
         /// Names of the per-format kernels, in list order.
         const FORMAT_KERNEL_NAMES: &[&str] = &[$(
             stringify!($gate_up), stringify!($down), stringify!($fused), stringify!($wide),
-            stringify!($c16), stringify!($c32), stringify!($c64), stringify!($fast)
+            stringify!($c16), stringify!($c32), stringify!($c64), stringify!($fast16),
+            stringify!($fast32)
         ),*];
 
         /// The kernel names of format `w` (exhaustive: a type without a row does not compile).
@@ -130,7 +132,8 @@ macro_rules! format_table {
             match w {
                 $(WType::$w => [
                     stringify!($gate_up), stringify!($down), stringify!($fused), stringify!($wide),
-                    stringify!($c16), stringify!($c32), stringify!($c64), stringify!($fast)
+                    stringify!($c16), stringify!($c32), stringify!($c64), stringify!($fast16),
+                    stringify!($fast32)
                 ],)*
             }
         }
@@ -147,7 +150,10 @@ macro_rules! format_table {
                     load(module, stringify!($c32))?,
                     load(module, stringify!($c64))?,
                 ],
-                ws_fast: load(module, stringify!($fast))?,
+                ws_fast: [
+                    load(module, stringify!($fast16))?,
+                    load(module, stringify!($fast32))?,
+                ],
                 names: format_kernel_names(WType::$w),
             }),*])
         }

@@ -161,8 +161,9 @@ pub const WS_THREADS: usize = WS_ROWS;
 /// rows of one expert a CTA runs against its weight rows in one pass. The path picks the tier
 /// from the run's rows per routed expert (host/src/moe/expert/ws.rs).
 pub const WS_COLS: [usize; 3] = [16, 32, 64];
-/// The tier with a `_fast` variant (WS_FAST: unrolled token pairs entered by a jump table).
-pub const WS_FAST_COLS: usize = 32;
+/// The tiers with a `_fast` variant (WS_FAST: unrolled row pairs entered by a jump table),
+/// `moe_ws_<type>_c<cols>_fast`.
+pub const WS_FAST_COLS: [usize; 2] = [16, 32];
 /// Bit position of a pair's second activation in a packed word: `x0 + x1 * 2^20`. One
 /// `mad.wide.s32` of a weight with it adds `w x0 + 2^20 w x1` to a 64-bit sum; over at most 32
 /// values `|sum of w x0| <= 32 * 128 * 127 < 2^19`, so the low 20 bits, sign-extended, are that
@@ -171,7 +172,7 @@ pub const WS_PAIR_SHIFT: u32 = 20;
 
 /// Dynamic shared memory of a weight-stationary CTA with `cols` activation rows: one K step's
 /// packed activation pairs `[cols / 2][128]` u32, then the activation scales `[cols][4]` f32
-/// (`[4][cols]` in the `_fast` variant).
+/// (`[4][cols]` in the `_fast` variants).
 pub const fn ws_smem_bytes(cols: usize) -> usize {
     ws_scales_offset(cols) + cols * 4 * 4
 }

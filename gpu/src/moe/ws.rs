@@ -172,7 +172,7 @@ unsafe fn pair_step<const COLS: usize>(
     }
 }
 
-/// The product for weight format `B` with `COLS`-row tiles; `FAST` (32-row tiles only) jumps
+/// The product for weight format `B` with `COLS`-row tiles; `FAST` (at most 32 rows) jumps
 /// into the unrolled pairs once per group instead of testing each pair.
 ///
 /// # Safety
@@ -222,7 +222,10 @@ unsafe fn ws_body<B: WeightBlock, const COLS: usize, const FAST: bool>(
                 unsafe { pair_step::<COLS>(acc, pr, base, scales, g, fast, sixteen, &wq, ds) }
             };
             if fast {
-                fall_through_16!(tile.n_cols.div_ceil(2), |pr| step(&mut acc, pr));
+                // Pairs past the tier's (np never exceeds COLS / 2) are removed at compile time.
+                fall_through_16!(tile.n_cols.div_ceil(2), |pr| if pr < COLS / 2 {
+                    step(&mut acc, pr)
+                });
             } else {
                 unroll!(pr in [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15,
                                16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31] {
@@ -265,21 +268,22 @@ unsafe fn ws<B: WeightBlock, const COLS: usize>(p: &MmqParams) {
     unsafe { ws_body::<B, COLS, false>(p, &tile) }
 }
 
-/// The `_fast` form of the 32-row tier (see the module doc).
+/// The `_fast` form of a tier of at most 32 rows (see the module doc).
 ///
 /// # Safety
-/// As [`ws`] with `COLS` = 32.
+/// As [`ws`], `COLS` <= 32.
 #[inline(always)]
-unsafe fn ws_fast<B: WeightBlock>(p: &MmqParams) {
+unsafe fn ws_fast<B: WeightBlock, const COLS: usize>(p: &MmqParams) {
+    const { assert!(COLS <= 32) };
     // SAFETY: one tile per CTA along x.
     let tile = unsafe { *(p.tiles as *const MmqTile).add(ctaid_x() as usize) };
     // SAFETY: forwarded contract (tiles of at most 32 rows: at most 16 pairs).
-    unsafe { ws_body::<B, 32, true>(p, &tile) }
+    unsafe { ws_body::<B, COLS, true>(p, &tile) }
 }
 
 macro_rules! ws_kernels {
     ($(($w:ident, $b:ident, $gate_up:ident, $down:ident, $fused:ident, $wide:ident,
-        $c16:ident, $c32:ident, $c64:ident, $fast:ident)),* $(,)?) => {$(
+        $c16:ident, $c32:ident, $c64:ident, $fast16:ident, $fast32:ident)),* $(,)?) => {$(
         /// Weight-stationary product, 16-row tiles; see the module doc.
         ///
         /// # Safety
@@ -310,14 +314,24 @@ macro_rules! ws_kernels {
             unsafe { ws::<$b, 64>(&p) }
         }
 
+        /// WS_FAST: the 16-row tier entered by a jump table; see the module doc.
+        ///
+        /// # Safety
+        /// As `ws` with 16-row tiles.
+        #[unsafe(no_mangle)]
+        pub unsafe extern "ptx-kernel" fn $fast16(p: MmqParams) {
+            // SAFETY: forwarded contract.
+            unsafe { ws_fast::<$b, 16>(&p) }
+        }
+
         /// WS_FAST: the 32-row tier entered by a jump table; see the module doc.
         ///
         /// # Safety
         /// As `ws` with 32-row tiles.
         #[unsafe(no_mangle)]
-        pub unsafe extern "ptx-kernel" fn $fast(p: MmqParams) {
+        pub unsafe extern "ptx-kernel" fn $fast32(p: MmqParams) {
             // SAFETY: forwarded contract.
-            unsafe { ws_fast::<$b>(&p) }
+            unsafe { ws_fast::<$b, 32>(&p) }
         }
     )*};
 }

@@ -1,5 +1,5 @@
-//! `moe-prefill ws-down`: WS_FAST against the default weight-stationary down kernel (the 32-row
-//! tier) on the reference shape's down product: bytes compared, down stage timed per routing and
+//! `moe-prefill ws-down`: WS_FAST against the default weight-stationary down kernel (16- or
+//! 32-row tier) on the reference shape's down product: bytes compared, down stage timed per routing and
 //! token count (host/src/moe/ws_down.rs).
 
 use clap::Args;
@@ -17,6 +17,9 @@ pub struct WsDownArgs {
     /// Token counts (rows per routed expert = T x 10 / 512 under uniform routing).
     #[arg(long, num_args = 1.., default_values_t = [768usize, 1024, 2048, 4096])]
     pub tokens: Vec<usize>,
+    /// The tier: 16 or 32 rows per CTA (the tiers with a WS_FAST variant).
+    #[arg(long, default_value_t = 32)]
+    pub cols: usize,
     /// Timed runs of each kernel per case (alternating default and WS_FAST).
     #[arg(long, default_value_t = 20)]
     pub reps: usize,
@@ -36,8 +39,9 @@ pub fn run(a: &WsDownArgs) -> Result<()> {
     };
     let gpu = &sess.gpu;
     println!(
-        "down product {} [2560 x 640] of 512 experts, weight-stationary 32-row tier: default vs WS_FAST (median of {} runs each, ms)",
+        "down product {} [2560 x 640] of 512 experts, weight-stationary {}-row tier: default vs WS_FAST (median of {} runs each, ms)",
         down.name(),
+        a.cols,
         a.reps
     );
     println!(
@@ -53,7 +57,7 @@ pub fn run(a: &WsDownArgs) -> Result<()> {
     let mut bad = 0;
     for pop in pops {
         for &t in &a.tokens {
-            let mut case = WsDownCase::new(gpu, &layer, t, pop, a.seed)?;
+            let mut case = WsDownCase::new(gpu, &layer, t, pop, a.seed, a.cols)?;
             let (diff, total) = case.compare(gpu)?;
             bad += diff;
             let (mut d, mut f) = (Vec::new(), Vec::new());

@@ -1,6 +1,7 @@
 //! WS_FAST against the default weight-stationary down kernel, on a reference-shape layer's down
 //! product (the `ws-down` CLI command and the `ws_down` bench): the same run through two
-//! pipelines whose down product is the weight-stationary 32-row tier, one with WS_FAST; the
+//! pipelines whose down product is a weight-stationary tier (16 or 32 rows), one with WS_FAST;
+//! the
 //! gate/up product runs on MMQ in both (it is not what is compared). The two `dm` buffers must
 //! be byte-identical; the down stage's GPU time is what is timed.
 
@@ -9,7 +10,7 @@ use gpu::layout::WType;
 use crate::device::Gpu;
 use crate::error::{Error, Result};
 use crate::moe::expert::split::{Product, SplitChoice, SplitPlan};
-use crate::moe::expert::ws::{FAST_TIER, WsOptions};
+use crate::moe::expert::ws::WsOptions;
 use crate::moe::layer::DeviceLayer;
 use crate::moe::prefill::{Prefill, RoutingInput};
 use crate::problem::MoeShape;
@@ -41,26 +42,33 @@ pub struct WsDownCase<'a> {
     pub n_tokens: usize,
     pub rows_per_routed_expert: usize,
     layer: &'a DeviceLayer,
+    routing: crate::problem::Routing,
     x: cudarc::driver::CudaSlice<f32>,
     pipelines: [Prefill; 2],
 }
 
 impl<'a> WsDownCase<'a> {
-    /// `n_tokens` tokens of `layer` routed by `pop`.
+    /// `n_tokens` tokens of `layer` routed by `pop`; the down product on the `cols`-row tier
+    /// (one of `gpu::layout::WS_FAST_COLS`).
     pub fn new(
         gpu: &Gpu,
         layer: &'a WsDownLayer,
         n_tokens: usize,
         pop: Popularity,
         seed: u64,
+        cols: usize,
     ) -> Result<Self> {
         let s = layer.shape;
+        if !gpu::layout::WS_FAST_COLS.contains(&cols) {
+            return Err(Error::Unsupported(format!(
+                "WS_FAST exists for tiers of {:?} rows, not {cols}",
+                gpu::layout::WS_FAST_COLS
+            )));
+        }
+        let tier = gpu::layout::WS_COLS.iter().position(|&c| c == cols);
         let r = synth::routing(n_tokens, s.n_experts, s.top_k, pop, seed ^ n_tokens as u64);
         let pipe = |fast: bool| -> Result<Prefill> {
-            let o = WsOptions {
-                fast,
-                tier: Some(FAST_TIER),
-            };
+            let o = WsOptions { fast, tier };
             let choice = SplitChoice::Fixed([Product::Mmq, Product::Ws]);
             let plan = SplitPlan::new(gpu, &s, n_tokens * s.top_k, choice, o)?;
             let mut pf = Prefill::with_plan(gpu, &s, n_tokens, Box::new(plan))?;
@@ -78,6 +86,7 @@ impl<'a> WsDownCase<'a> {
             n_tokens,
             rows_per_routed_expert: n_tokens * s.top_k / used,
             layer: &layer.layer,
+            routing: r,
             x,
             pipelines,
         })
@@ -105,7 +114,9 @@ impl<'a> WsDownCase<'a> {
     pub fn compare(&mut self, gpu: &Gpu) -> Result<(usize, usize)> {
         let mut dms = Vec::new();
         for fast in [false, true] {
-            self.pipelines[fast as usize].poison(gpu, 0xa5)?;
+            let pf = &mut self.pipelines[fast as usize];
+            pf.poison(gpu, 0xa5)?;
+            pf.upload_routing(gpu, &self.routing)?;
             self.run(gpu, fast)?;
             dms.push(self.pipelines[fast as usize].outputs(gpu)?.dm);
         }

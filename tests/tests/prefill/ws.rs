@@ -4,10 +4,10 @@
 //! so to the MMQ path's. The regular pipelines (common.rs) run the path with its own tier choice.
 
 use super::common::*;
-use gpu::layout::{WS_COLS, WType};
+use gpu::layout::{WS_COLS, WS_FAST_COLS, WType};
 use host::device::Gpu;
 use host::moe::expert::split::Product;
-use host::moe::expert::ws::{self, WsOptions};
+use host::moe::expert::ws::WsOptions;
 use host::moe::layer::DeviceLayer;
 use host::moe::prefill::Prefill;
 use host::problem::{MoeShape, Routing};
@@ -15,7 +15,7 @@ use host::synth::{self, Popularity, SyntheticLayer};
 use tests::*;
 use tests::{DOWN_TYPES as DOWN, GATE_UP_TYPES as GATE_UP};
 
-/// Every tier forced, WS_FAST (32-row tier), and the two mixes with MMQ.
+/// Every tier forced, WS_FAST (16- and 32-row tiers), and the two mixes with MMQ.
 fn ws_pipelines(gpu: &Gpu, s: &MoeShape, cap: usize) -> Vec<Prefill> {
     let mut pfs: Vec<Prefill> = (0..WS_COLS.len())
         .map(|tier| {
@@ -26,11 +26,13 @@ fn ws_pipelines(gpu: &Gpu, s: &MoeShape, cap: usize) -> Vec<Prefill> {
             split_pipeline(gpu, s, cap, [Product::Ws; 2], o)
         })
         .collect();
-    let fast = WsOptions {
-        fast: true,
-        tier: Some(ws::FAST_TIER),
-    };
-    pfs.push(split_pipeline(gpu, s, cap, [Product::Ws; 2], fast));
+    for &cols in &WS_FAST_COLS {
+        let fast = WsOptions {
+            fast: true,
+            tier: WS_COLS.iter().position(|&c| c == cols),
+        };
+        pfs.push(split_pipeline(gpu, s, cap, [Product::Ws; 2], fast));
+    }
     for mix in [[Product::Ws, Product::Mmq], [Product::Mmq, Product::Ws]] {
         pfs.push(split_pipeline(gpu, s, cap, mix, WsOptions::default()));
     }

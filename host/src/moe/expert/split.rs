@@ -199,10 +199,9 @@ impl SplitPlan {
                     .tiles_ws
                     .as_ref()
                     .expect("ws tiles exist when ws may run");
-                if which == 1 && self.ws.fast && self.ws_tier == ws::FAST_TIER {
-                    (&k.ws_fast, k.names[7], dptr(t, st))
-                } else {
-                    (&k.ws[self.ws_tier], k.names[4 + self.ws_tier], dptr(t, st))
+                match ws::fast_index(self.ws_tier).filter(|_| self.ws.fast) {
+                    Some(f) => (&k.ws_fast[f], k.names[7 + f], dptr(t, st)),
+                    None => (&k.ws[self.ws_tier], k.names[4 + self.ws_tier], dptr(t, st)),
                 }
             }
         })
@@ -323,8 +322,8 @@ impl ExpertPlan for SplitPlan {
                 "weight-stationary ({} tiles of up to {} rows x {WS_ROWS} features{})",
                 self.n_ws,
                 WS_COLS[self.ws_tier],
-                if self.ws.fast && self.ws_tier == ws::FAST_TIER {
-                    ", WS_FAST down"
+                if self.ws.fast && ws::fast_index(self.ws_tier).is_some() {
+                    ", WS_FAST"
                 } else {
                     ""
                 }

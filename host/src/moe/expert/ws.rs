@@ -7,8 +7,8 @@ use gpu::layout::{MMQ_KSTEP, WS_COLS, WS_FAST_COLS, WS_ROWS};
 use crate::error::{Result, shape};
 use crate::problem::MoeShape;
 
-/// Environment variable that turns WS_FAST on (`1`): the down product's 32-row tier runs its
-/// `_fast` kernel (same bytes, fewer instructions). `--ws-fast` on the CLI does the same.
+/// Environment variable that turns WS_FAST on (`1`): both products run the `_fast` kernel of
+/// their tier where it has one (16 and 32 rows; same bytes, fewer instructions).
 pub const WS_FAST_VAR: &str = "MOE_WS_FAST";
 
 /// Environment variable that forces the tier's width (16, 32 or 64 rows) for every run.
@@ -17,7 +17,7 @@ pub const WS_COLS_VAR: &str = "MOE_WS_COLS";
 /// How the weight-stationary products run: WS_FAST, and a forced tier.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct WsOptions {
-    /// The down product's 32-row tier runs its `_fast` kernel (same bytes).
+    /// The products run the `_fast` kernel of their tier where it has one (same bytes).
     pub fast: bool,
     /// A tier index into `WS_COLS` for every run instead of [`tier`]'s choice.
     pub tier: Option<usize>,
@@ -62,24 +62,21 @@ pub fn eligible(s: &MoeShape) -> Result<()> {
     check_product("moe_ws (down)", s.hidden, s.ffn)
 }
 
-/// The tier (index into `WS_COLS`) for a run with `rows` rows per routed expert: the narrowest
-/// whose tiles hold an expert's rows in one CTA, the widest above that. Measured on the H200
-/// (BENCHMARKS.md, "weight-stationary tiers").
-pub fn tier(rows: usize) -> usize {
-    WS_COLS
-        .iter()
-        .position(|&c| rows <= c)
-        .unwrap_or(WS_COLS.len() - 1)
+/// The tier (index into `WS_COLS`) for a run with `rows` rows per routed expert: the 16-row
+/// tier at every row count. Measured on the H200 at the reference shape (BENCHMARKS.md,
+/// "weight-stationary tiers"): 16 rows per CTA was the fastest of 16/32/64 at 10, 20, 40, 160
+/// and 320 rows per routed expert (3-18 % ahead of the next): more CTAs of fewer registers
+/// beat decoding each weight block fewer times, since this path is bound by its integer
+/// multiply-adds, not by the decode.
+pub fn tier(_rows: usize) -> usize {
+    0
 }
 
-/// The tier index of `WS_FAST_COLS`.
-pub const FAST_TIER: usize = {
-    let mut i = 0;
-    while WS_COLS[i] != WS_FAST_COLS {
-        i += 1;
-    }
-    i
-};
+/// The index into `WS_FAST_COLS` (and `FormatKernels::ws_fast`) of tier `tier`, if it has a
+/// `_fast` variant.
+pub fn fast_index(tier: usize) -> Option<usize> {
+    WS_FAST_COLS.iter().position(|&c| c == WS_COLS[tier])
+}
 
 #[cfg(test)]
 mod tests {
@@ -88,11 +85,15 @@ mod tests {
     #[test]
     fn tiers_follow_rows_per_expert() {
         assert_eq!(WS_COLS[tier(1)], 16);
-        assert_eq!(WS_COLS[tier(16)], 16);
-        assert_eq!(WS_COLS[tier(17)], 32);
-        assert_eq!(WS_COLS[tier(33)], 64);
-        assert_eq!(WS_COLS[tier(4000)], 64);
-        assert_eq!(WS_COLS[FAST_TIER], WS_FAST_COLS);
+        assert_eq!(WS_COLS[tier(4000)], 16);
+        assert_eq!(fast_index(0), Some(0));
+        assert_eq!(fast_index(1), Some(1));
+        assert_eq!(fast_index(2), None);
+        let o = WsOptions {
+            fast: false,
+            tier: Some(2),
+        };
+        assert_eq!(o.tier_for(3), 2);
         assert!(eligible(&MoeShape::REFERENCE).is_ok());
     }
 }
