@@ -317,6 +317,12 @@ impl Prefill {
         self.plan.label()
     }
 
+    /// Why the last run took its path, where the plan chooses per run (`auto`): "ws+mmq at 10
+    /// rows per routed expert: ... (table: ...)".
+    pub fn why(&self) -> Option<String> {
+        self.plan.why()
+    }
+
     /// A line on the path's configuration and the last run's work items.
     pub fn describe(&self) -> String {
         self.plan.describe()
