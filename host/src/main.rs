@@ -33,6 +33,10 @@ enum Cmd {
     /// GGUF file's MoE layers instead: weight types, and which expert paths can run each and why
     /// not (from the header alone).
     Info(cli::info::InfoArgs),
+    /// Times every eligible expert path per format pair at a ladder of rows per routed expert
+    /// and writes the table `--path auto` picks from (by default to the cache file of this GPU,
+    /// driver and build).
+    Tune(cli::tune::TuneArgs),
 }
 
 fn main() {
@@ -43,6 +47,7 @@ fn main() {
         Some(Cmd::Prefill(a)) => cli::prefill::run(&a),
         Some(Cmd::MakeModel(a)) => cli::make_model::run(&a),
         Some(Cmd::Info(a)) => cli::info::run(&a),
+        Some(Cmd::Tune(a)) => cli::tune::run(&a),
     };
     if let Err(e) = r {
         eprintln!("error: {e}");

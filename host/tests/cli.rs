@@ -2,7 +2,8 @@
 //! file, a layer out of range and an unknown `--path` are errors naming what is wrong, with exit
 //! code 1, before any GPU is opened; `prefill --model` runs the CPU reference on the file's own
 //! layers, routed by its own router; `info --model` lists the layers, which expert paths can
-//! run them and what auto picks, from the header alone.
+//! run them and what auto picks, from the header alone; `tune` checks its arguments and, with
+//! nothing to measure, is an error without a GPU.
 //!
 //! Runs that must not see a GPU set `CUDA_VISIBLE_DEVICES` to empty, so these tests check the
 //! same behaviour on a machine with one.
@@ -347,6 +348,22 @@ fn unknown_path_is_an_error() {
         "{}",
         fused.show()
     );
+}
+
+#[test]
+fn tune_checks_its_arguments_and_needs_a_gpu() {
+    any(&["tune", "--pairs", "q2_0"]).refused(&["--pairs: \"q2_0\" is not gate_up/down"]);
+    any(&["tune", "--pairs", "iq2_xxs/q2_0,q2_0/q4_k"]).refused(&["unknown weight type \"q4_k\""]);
+    // An IQ down type at the reference FFN of 640 (not a multiple of 256).
+    any(&["tune", "--pairs", "q2_0/iq2_xxs"]).refused(&["--pairs: q2_0/iq2_xxs:"]);
+    any(&["tune", "--rows", "10,0"]).refused(&["--rows 0: 0 tokens"]);
+    any(&["tune", "--runs", "0"]).refused(&["--runs: at least 1"]);
+    let out = Temp::new("tune-table");
+    no_gpu(&["tune", "--pairs", "q2_0/q2_0", "--out", out.path()]).refused(&[
+        "no CUDA GPU available",
+        "`moe-prefill tune` times the expert paths on a GPU",
+    ]);
+    assert!(!out.0.exists());
 }
 
 #[test]

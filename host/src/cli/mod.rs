@@ -7,6 +7,7 @@ pub mod model;
 pub mod prefill;
 pub mod report;
 pub mod swiglu;
+pub mod tune;
 
 use host::device::Gpu;
 use host::timing::{copy_bandwidth, read_bandwidth};
