@@ -36,6 +36,10 @@ enum Cmd {
     /// WS_FAST against the default weight-stationary down kernel on the reference shape's down
     /// product: bytes compared, down time per routing and token count.
     WsDown(cli::ws_down::WsDownArgs),
+    /// Times every eligible expert path per format pair at a ladder of rows per routed expert
+    /// and writes the table `--path auto` picks from (by default to the cache file of this GPU,
+    /// driver and build).
+    Tune(cli::tune::TuneArgs),
 }
 
 fn main() {
@@ -47,6 +51,7 @@ fn main() {
         Some(Cmd::MakeModel(a)) => cli::make_model::run(&a),
         Some(Cmd::Info(a)) => cli::info::run(&a),
         Some(Cmd::WsDown(a)) => cli::ws_down::run(&a),
+        Some(Cmd::Tune(a)) => cli::tune::run(&a),
     };
     if let Err(e) = r {
         eprintln!("error: {e}");

@@ -1,8 +1,9 @@
 //! The `moe-prefill` binary on model files, without a GPU: a missing, malformed or unsupported
 //! file, a layer out of range and an unknown `--path` are errors naming what is wrong, with exit
 //! code 1, before any GPU is opened; `prefill --model` runs the CPU reference on the file's own
-//! layers, routed by its own router; `info --model` lists the layers and which expert paths can
-//! run them, from the header alone.
+//! layers, routed by its own router; `info --model` lists the layers, which expert paths can
+//! run them and what auto picks, from the header alone; `tune` checks its arguments and, with
+//! nothing to measure, is an error without a GPU.
 //!
 //! Runs that must not see a GPU set `CUDA_VISIBLE_DEVICES` to empty, so these tests check the
 //! same behaviour on a machine with one.
@@ -350,6 +351,22 @@ fn unknown_path_is_an_error() {
 }
 
 #[test]
+fn tune_checks_its_arguments_and_needs_a_gpu() {
+    any(&["tune", "--pairs", "q2_0"]).refused(&["--pairs: \"q2_0\" is not gate_up/down"]);
+    any(&["tune", "--pairs", "iq2_xxs/q2_0,q2_0/q4_k"]).refused(&["unknown weight type \"q4_k\""]);
+    // An IQ down type at the reference FFN of 640 (not a multiple of 256).
+    any(&["tune", "--pairs", "q2_0/iq2_xxs"]).refused(&["--pairs: q2_0/iq2_xxs:"]);
+    any(&["tune", "--rows", "10,0"]).refused(&["--rows 0: 0 tokens"]);
+    any(&["tune", "--runs", "0"]).refused(&["--runs: at least 1"]);
+    let out = Temp::new("tune-table");
+    no_gpu(&["tune", "--pairs", "q2_0/q2_0", "--out", out.path()]).refused(&[
+        "no CUDA GPU available",
+        "`moe-prefill tune` times the expert paths on a GPU",
+    ]);
+    assert!(!out.0.exists());
+}
+
+#[test]
 fn prefill_model_without_gpu_runs_the_files_layers() {
     let m = small_model("prefill");
     let all = no_gpu(&[
@@ -433,7 +450,9 @@ fn info_model_lists_layers_and_path_eligibility() {
         "hidden 256, expert FFN 128",
         "expert paths judged with the default limits (DeviceLimits::default()",
         "layers 0-1:\n  gate/up iq2_xxs (separate ffn_gate_exps and ffn_up_exps), down iq4_nl, router f32;",
-        "  mmq: eligible\n  fused: eligible\n  ws: eligible\n  auto: picks per run among fused, mmq\n",
+        "auto's tune table: built-in NVIDIA H200, provisional; no GPU to look up a measured table for\n",
+        "  mmq: eligible\n  fused: eligible\n  ws: eligible\n  auto: picks per run among fused, mmq, ws: \
+         fused at 1-29, mmq at 30+ rows per routed expert (table: built-in NVIDIA H200, provisional)\n",
         "other tensors (not MoE router or expert tensors): none",
     ]);
 
@@ -445,7 +464,8 @@ fn info_model_lists_layers_and_path_eligibility() {
         "layer 0:\n  gate/up iq2_xxs (separate ffn_gate_exps and ffn_up_exps), down iq4_nl, router f32; 0.6 MB of expert weights\n  mmq: eligible\n  fused: eligible\n",
         "layer 1:\n  gate/up q2_0 (merged ffn_gate_up_exps), down iq2_xxs, router f32;",
         "  mmq: eligible\n  fused: not eligible: the fused path decodes down types q2_0, iq4_nl and q8_0, not iq2_xxs\n",
-        "  auto: picks per run among mmq\n",
+        "  auto: picks per run among mmq, ws: mmq at 1+ rows per routed expert (table: built-in \
+         NVIDIA H200, provisional)\n",
         "layer 3:\n  gate/up iq2_xxs (separate ffn_gate_exps and ffn_up_exps), down q4_K, router f32;",
         "  cannot run: layer 3: tensor blk.3.ffn_down_exps.weight is q4_K;",
         "other tensors (not MoE router or expert tensors): 6,",

@@ -4,6 +4,8 @@
 //! layer output must be byte-identical - so the paths equal each other too. Outputs are
 //! poisoned before every run and the bytes past each stage's extent are checked untouched.
 
+#[path = "prefill/auto.rs"]
+mod auto;
 #[path = "prefill/common.rs"]
 mod common;
 #[path = "prefill/ws.rs"]

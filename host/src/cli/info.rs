@@ -3,13 +3,16 @@
 //! alone: the tensor data is mapped, never read, so a multi-GB file takes milliseconds.
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Instant;
 
 use clap::Args;
 use host::device::{DeviceLimits, Gpu, kernel_names};
 use host::gguf::{GgufFile, TensorInfo, is_moe_tensor_name};
+use host::moe::expert::auto;
 use host::moe::model::layer_shape;
 use host::moe::path::{self as paths, ExpertPath};
+use host::moe::tune::key::{self as tune, Tuning};
 use host::ptx::MODULES;
 use host::{Error, Result};
 
@@ -85,7 +88,7 @@ fn model(path: &Path) -> Result<()> {
         // Its error says what a MoE layer is and that the file has none.
         f.moe_layers()?;
     }
-    let limits = || -> (DeviceLimits, String) {
+    let limits = || -> (DeviceLimits, String, Arc<Tuning>) {
         match Gpu::open() {
             Ok(g) => {
                 let i = &g.info;
@@ -97,7 +100,7 @@ fn model(path: &Path) -> Result<()> {
                     i.sm_count,
                     i.max_smem_optin >> 10
                 );
-                (g.limits(), line)
+                (g.limits(), line, tune::for_gpu(&g))
             }
             Err(e) => {
                 let d = DeviceLimits::default();
@@ -108,16 +111,16 @@ fn model(path: &Path) -> Result<()> {
                     d.sm_count,
                     d.max_smem_optin >> 10
                 );
-                (d, line)
+                (d, line, tune::without_gpu())
             }
         }
     };
     // The file first (cheap, and its errors come before any GPU start), then the device.
     let header_ms = t0.elapsed().as_secs_f64() * 1e3;
-    let (dev, dev_line) = limits();
+    let (dev, dev_line, tuning) = limits();
     let mut layers: Vec<(Vec<usize>, Vec<String>)> = Vec::new();
     for &n in &blocks {
-        let lines = layer_lines(&f, n, &dev);
+        let lines = layer_lines(&f, n, &dev, &tuning);
         match layers.last_mut() {
             Some((ns, prev)) if *prev == lines => ns.push(n),
             _ => layers.push((vec![n], lines)),
@@ -156,6 +159,7 @@ fn model(path: &Path) -> Result<()> {
     );
     println!("hidden {}, expert FFN {}", info.n_embd, info.n_ff_exp);
     println!("{dev_line}");
+    println!("auto's tune table: {}", tuning.describe());
     for (ns, lines) in &layers {
         let s = if ns.len() > 1 { "s" } else { "" };
         println!("layer{s} {}:", ranges(ns));
@@ -168,8 +172,9 @@ fn model(path: &Path) -> Result<()> {
 }
 
 /// What `info --model` says of MoE layer `n`: its tensors' types and sizes, then whether this
-/// build runs it and, if so, which expert paths can run it on `dev` and why not.
-fn layer_lines(f: &GgufFile, n: usize, dev: &DeviceLimits) -> Vec<String> {
+/// build runs it and, if so, which expert paths can run it on `dev` and why not, and what auto
+/// picks at which rows per routed expert by `tuning`.
+fn layer_lines(f: &GgufFile, n: usize, dev: &DeviceLimits, tuning: &Tuning) -> Vec<String> {
     // The file's path leads every Gguf error; under the file's own heading it is noise.
     let msg = |e: Error| match e {
         Error::Gguf { msg, .. } => msg,
@@ -221,7 +226,12 @@ fn layer_lines(f: &GgufFile, n: usize, dev: &DeviceLimits) -> Vec<String> {
     lines.push(if preferred.is_empty() {
         "auto: no path can run this layer".into()
     } else {
-        format!("auto: picks per run among {}", preferred.join(", "))
+        format!(
+            "auto: picks per run among {}: {} (table: {})",
+            preferred.join(", "),
+            auto::summary(tuning, s.gate_up_type, s.down_type, paths::allowed(&s, dev)),
+            tuning.source
+        )
     });
     lines
 }

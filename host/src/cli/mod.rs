@@ -7,6 +7,7 @@ pub mod model;
 pub mod prefill;
 pub mod report;
 pub mod swiglu;
+pub mod tune;
 pub mod ws_down;
 
 use host::device::Gpu;

@@ -14,6 +14,7 @@ use host::moe::layer::DeviceLayer;
 use host::moe::path::{self as paths, PathChoice};
 use host::moe::prefill::{Prefill, RoutingInput, StageTimes};
 use host::moe::router;
+use host::moe::tune::key as tune;
 use host::problem::RouteRule;
 use host::problem::{LayerWeights, MoeShape};
 use host::reference;
@@ -60,7 +61,8 @@ pub struct PrefillArgs {
     #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
     pub check: bool,
     /// Expert path: mmq (per-group MMQ), fused (fused int8 experts), ws (weight-stationary:
-    /// integer arithmetic, a thread per weight row) or auto (the fastest eligible path on the H200, see BENCHMARKS.md).
+    /// integer arithmetic, a thread per weight row) or auto (per run and per product the fastest
+    /// by the tune table: `moe-prefill tune`'s for this GPU, else the built-in H200 one).
     #[arg(long, default_value = "auto")]
     pub path: String,
     /// Timed repetitions per token count.
@@ -176,7 +178,7 @@ fn run_gguf(
     // A forced path that cannot run one of the layers is refused before any layer runs.
     let choice = path_choice(&a.path)?;
     for (l, s) in &chosen.layers {
-        paths::explain(choice, s, &gpu.limits())
+        paths::explain(choice, s, &gpu.limits(), &tune::for_gpu(gpu))
             .map_err(|e| Error::Unsupported(format!("layer {}: {e}", l.layer)))?;
     }
     let n = chosen.layers.len();
@@ -212,7 +214,10 @@ fn run_layer(
     let dev = DeviceLayer::upload(gpu, w, s)?;
     let cap = a.tokens.iter().copied().max().unwrap_or(0);
     let choice = path_choice(&a.path)?;
-    println!("expert path: {}", paths::explain(choice, s, &gpu.limits())?);
+    println!(
+        "expert path: {}",
+        paths::explain(choice, s, &gpu.limits(), &tune::for_gpu(gpu))?
+    );
     let mut pf = Prefill::new(gpu, s, cap, choice)?;
     for &t in &a.tokens {
         let x = host::synth::normal_f32(a.seed ^ t as u64, t * s.hidden, 1.0);
@@ -257,7 +262,12 @@ pub fn cpu_only(a: &PrefillArgs) -> Result<()> {
     let s = synthetic_shape(a)?;
     synthetic_routing(a)?;
     // The path is checked as it would be on a GPU, against the default limits.
-    paths::explain(path_choice(&a.path)?, &s, &DeviceLimits::default())?;
+    paths::explain(
+        path_choice(&a.path)?,
+        &s,
+        &DeviceLimits::default(),
+        &tune::without_gpu(),
+    )?;
     let t = 64;
     let t0 = std::time::Instant::now();
     let layer = SyntheticLayer::new(s, false, a.seed)?;
@@ -294,7 +304,7 @@ fn cpu_model(
     // a layer is refused as on a GPU, before any layer runs.
     let mut whys: Vec<(Vec<usize>, String)> = Vec::new();
     for (l, s) in &chosen.layers {
-        let why = paths::explain(choice, s, &dev)
+        let why = paths::explain(choice, s, &dev, &tune::without_gpu())
             .map_err(|e| Error::Unsupported(format!("layer {}: {e}", l.layer)))?;
         match whys.iter_mut().find(|w| w.1 == why) {
             Some(w) => w.0.push(l.layer),

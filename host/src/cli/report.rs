@@ -132,6 +132,9 @@ pub fn print_table(
         total.n,
         s.ops(t) as f64 / (total.median * 1e-3) / 1e12
     );
+    if let Some(why) = pf.why() {
+        println!("  auto: {why}");
+    }
     println!("  {}", pf.describe());
     println!(
         "  {:<16} {:>9} {:>7} {:>10}",

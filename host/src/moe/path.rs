@@ -1,7 +1,9 @@
 //! Which expert path runs a layer: [`eligible`] says what may run (with the reason when not),
-//! [`preferred`] what `--path auto` chooses among (per run, moe/expert/auto.rs), [`plan_for`]
-//! builds the plan of a choice. The choice
-//! never changes bytes: every path gives the reference's.
+//! [`preferred`] what `--path auto` chooses among (per run and per product, by the tune table:
+//! moe/expert/auto.rs, moe/tune/), [`plan_for`] builds the plan of a choice. The choice never
+//! changes bytes: every path gives the reference's.
+
+use std::sync::Arc;
 
 use crate::device::{DeviceLimits, Gpu};
 use crate::error::{Error, Result};
@@ -11,6 +13,7 @@ use crate::moe::expert::fused::{self, FusedPlan};
 use crate::moe::expert::mmq;
 use crate::moe::expert::split::{Product, SplitChoice, SplitPlan};
 use crate::moe::expert::ws::{self, WsOptions};
+use crate::moe::tune::{self, Tuning};
 use crate::problem::MoeShape;
 
 /// The expert paths of the system.
@@ -77,19 +80,32 @@ pub fn eligible(path: ExpertPath, s: &MoeShape, dev: &DeviceLimits) -> Result<()
     }
 }
 
-/// The paths `--path auto` chooses among, per run, by rows per routed expert (moe/expert/auto.rs:
-/// the fastest on the H200 by the measurements in BENCHMARKS.md).
+/// The paths `--path auto` chooses among, per run by rows per routed expert and per product
+/// (moe/expert/auto.rs: the fastest by the tune table).
 pub fn preferred(s: &MoeShape, dev: &DeviceLimits) -> Vec<ExpertPath> {
-    [ExpertPath::Fused, ExpertPath::Mmq]
+    [ExpertPath::Fused, ExpertPath::Mmq, ExpertPath::Ws]
         .into_iter()
         .filter(|&p| eligible(p, s, dev).is_ok())
         .collect()
 }
 
-/// A line saying what a choice means for this layer: the forced path, or the paths auto picks
-/// among and why the others cannot run (for the CLI's report). Errors when a forced path
-/// cannot run the layer.
-pub fn explain(choice: PathChoice, s: &MoeShape, dev: &DeviceLimits) -> Result<String> {
+/// What auto may run for shape `s` on `dev` besides MMQ.
+pub fn allowed(s: &MoeShape, dev: &DeviceLimits) -> auto::Allowed {
+    auto::Allowed {
+        fused: eligible(ExpertPath::Fused, s, dev).is_ok(),
+        ws: eligible(ExpertPath::Ws, s, dev).is_ok(),
+    }
+}
+
+/// A line saying what a choice means for this layer: the forced path, or for auto where its
+/// table came from, what it picks at which rows per routed expert, and which paths can run
+/// (for the CLI's report). Errors when a forced path cannot run the layer.
+pub fn explain(
+    choice: PathChoice,
+    s: &MoeShape,
+    dev: &DeviceLimits,
+    tuning: &Tuning,
+) -> Result<String> {
     match choice {
         PathChoice::Only(p) => {
             eligible(p, s, dev).map_err(|e| {
@@ -106,9 +122,10 @@ pub fn explain(choice: PathChoice, s: &MoeShape, dev: &DeviceLimits) -> Result<S
                 })
                 .collect::<Vec<_>>()
                 .join("; ");
+            let picks = auto::summary(tuning, s.gate_up_type, s.down_type, allowed(s, dev));
             Ok(format!(
-                "auto: fused below {} rows per routed expert, else mmq, per run ({why})",
-                auto::FUSED_MAX_ROWS
+                "auto: {picks}, per run (table: {}) ({why})",
+                tuning.describe()
             ))
         }
     }
@@ -141,8 +158,9 @@ pub fn plan(
     })
 }
 
-/// The plan of a choice: the forced path's, or for auto every preferred path's behind the
-/// per-run choice.
+/// The plan of a choice: the forced path's, or for auto the fused plan (where eligible) and a
+/// split plan behind the per-run choice, by this process's tune table ([`tune::key::for_gpu`]:
+/// the cache file of this GPU, driver and build, else the built-in table).
 pub fn plan_for(
     choice: PathChoice,
     gpu: &Gpu,
@@ -151,14 +169,47 @@ pub fn plan_for(
 ) -> Result<Box<dyn ExpertPlan>> {
     match choice {
         PathChoice::Only(p) => plan(p, gpu, s, cap_rows),
-        PathChoice::Auto => {
-            let plans = preferred(s, &gpu.limits())
-                .into_iter()
-                .map(|p| plan(p, gpu, s, cap_rows))
-                .collect::<Result<Vec<_>>>()?;
-            Ok(Box::new(AutoPlan::new(plans)?))
-        }
+        PathChoice::Auto => plan_tuned(gpu, s, cap_rows, tune::key::for_gpu(gpu)),
     }
+}
+
+/// Auto's plan with the table `tuning` (tests and callers with a table of their own). The
+/// split plan exists where MMQ can run the layer; its weight-stationary products where they can.
+pub fn plan_tuned(
+    gpu: &Gpu,
+    s: &MoeShape,
+    cap_rows: usize,
+    tuning: Arc<Tuning>,
+) -> Result<Box<dyn ExpertPlan>> {
+    let dev = gpu.limits();
+    let ok = allowed(s, &dev);
+    let fused = if ok.fused {
+        Some(plan(ExpertPath::Fused, gpu, s, cap_rows)?)
+    } else {
+        None
+    };
+    let pair = (s.gate_up_type, s.down_type);
+    let split: Option<Box<dyn ExpertPlan>> = if eligible(ExpertPath::Mmq, s, &dev).is_err() {
+        None
+    } else {
+        let products = if ok.ws {
+            let t = tuning.clone();
+            // The same decision auto's prepare() makes for the run (auto::decide is pure).
+            SplitChoice::PerRun(Box::new(move |rows| {
+                auto::decide(&t, pair.0, pair.1, rows, ok).products
+            }))
+        } else {
+            SplitChoice::Fixed([Product::Mmq; 2])
+        };
+        Some(Box::new(SplitPlan::new(
+            gpu,
+            s,
+            cap_rows,
+            products,
+            WsOptions::from_env(),
+        )?))
+    };
+    Ok(Box::new(AutoPlan::new(fused, split, tuning, pair, ok.ws)?))
 }
 
 #[cfg(test)]
@@ -176,15 +227,32 @@ mod tests {
         let dev = DeviceLimits::default();
         assert_eq!(
             preferred(&MoeShape::REFERENCE, &dev),
-            [ExpertPath::Fused, ExpertPath::Mmq]
+            [ExpertPath::Fused, ExpertPath::Mmq, ExpertPath::Ws]
         );
         let iq_down = MoeShape {
             ffn: 1024,
             down_type: gpu::layout::WType::Iq2Xxs,
             ..MoeShape::REFERENCE
         };
-        assert_eq!(preferred(&iq_down, &dev), [ExpertPath::Mmq]);
-        assert!(explain(PathChoice::Only(ExpertPath::Ws), &MoeShape::REFERENCE, &dev).is_ok());
-        assert!(explain(PathChoice::Auto, &MoeShape::REFERENCE, &dev).is_ok());
+        assert_eq!(preferred(&iq_down, &dev), [ExpertPath::Mmq, ExpertPath::Ws]);
+        let t = Tuning::built_in("no GPU");
+        let r = &MoeShape::REFERENCE;
+        assert_eq!(
+            explain(PathChoice::Only(ExpertPath::Ws), r, &dev, &t).unwrap(),
+            "ws (forced by --path)"
+        );
+        assert_eq!(
+            explain(PathChoice::Auto, r, &dev, &t).unwrap(),
+            "auto: fused at 1-28, mmq at 29+ rows per routed expert, per run (table: built-in \
+             NVIDIA H200, provisional; no GPU) (mmq eligible; fused eligible; ws eligible)"
+        );
+        let why = explain(PathChoice::Auto, &iq_down, &dev, &t).unwrap();
+        assert!(
+            why.starts_with(
+                "auto: mmq at 1+ rows per routed expert, per run (table: built-in NVIDIA H200, \
+                 provisional; no GPU) (mmq eligible; fused not eligible: the fused path decodes"
+            ),
+            "{why}"
+        );
     }
 }

@@ -43,6 +43,24 @@ pub struct StageTimes {
 const PRE_STAGES: [&str; 3] = ["route", "scatter", "tiles (host)"];
 const POST_STAGES: [&str; 1] = ["combine"];
 
+impl StageTimes {
+    /// Milliseconds of the stage named `name`, where the run had one.
+    pub fn stage(&self, name: &str) -> Option<f64> {
+        self.names
+            .iter()
+            .position(|&n| n == name)
+            .and_then(|i| self.ms.get(i).copied())
+    }
+
+    /// Milliseconds of the expert path's stages (between the pipeline's own).
+    pub fn path_ms(&self) -> f64 {
+        let end = self.ms.len().saturating_sub(POST_STAGES.len());
+        self.ms
+            .get(PRE_STAGES.len()..end)
+            .map_or(0.0, |v| v.iter().sum())
+    }
+}
+
 /// The pipeline and its scratch buffers, for layers of one shape up to `cap_tokens` tokens.
 pub struct Prefill {
     pub shape: MoeShape,
@@ -317,6 +335,12 @@ impl Prefill {
         self.plan.label()
     }
 
+    /// Why the last run took its path, where the plan chooses per run (`auto`): "ws+mmq at 10
+    /// rows per routed expert: ... (table: ...)".
+    pub fn why(&self) -> Option<String> {
+        self.plan.why()
+    }
+
     /// A line on the path's configuration and the last run's work items.
     pub fn describe(&self) -> String {
         self.plan.describe()
@@ -411,4 +435,30 @@ pub struct GpuStages {
     pub hq: Option<Vec<u8>>,
     pub dm: Vec<f32>,
     pub out: Vec<f32>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stage_times_by_name_and_the_paths_share() {
+        let t = StageTimes {
+            names: vec![
+                "route",
+                "scatter",
+                "tiles (host)",
+                "gate_up",
+                "swiglu_quant",
+                "down",
+                "combine",
+            ],
+            ms: vec![0.0, 0.1, 0.02, 1.5, 0.25, 0.75, 0.125],
+            total: 2.745,
+        };
+        assert_eq!(t.stage("gate_up"), Some(1.5));
+        assert_eq!(t.stage("experts (fused)"), None);
+        assert_eq!(t.path_ms(), 2.5);
+        assert_eq!(StageTimes::default().path_ms(), 0.0);
+    }
 }

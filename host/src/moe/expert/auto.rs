@@ -1,47 +1,169 @@
-//! `--path auto`: every eligible path's plan, and per run the one measured fastest on the H200 at
-//! that run's rows per routed expert (BENCHMARKS.md): the fused path below `FUSED_MAX_ROWS`
-//! rows per routed expert, MMQ above. The choice is made from the expert bounds of the run
-//! (in the pipeline's "tiles" stage) and never changes bytes.
+//! `--path auto`: the fused plan (where eligible) and one split plan, and per run the path and
+//! products the tune table (moe/tune/) says are fastest at that run's rows per routed expert:
+//! the fused path, or the split with each product on MMQ or weight-stationary. A format pair
+//! the table lacks takes the built-in rule: the fused path below [`FUSED_MAX_ROWS`] rows per
+//! routed expert, MMQ above. The choice is made from the expert bounds of the run (in the
+//! pipeline's "tiles" stage) and never changes bytes.
 
+use std::sync::Arc;
+
+use gpu::layout::WType;
+
+use super::split::Product;
 use super::{ExpertIo, ExpertPlan, Intermediates, rows_per_routed_expert};
 use crate::device::Gpu;
 use crate::error::{Error, Result};
 use crate::moe::layer::DeviceLayer;
 use crate::moe::path::ExpertPath;
+use crate::moe::tune::{Tuning, split_label};
 
-/// Rows per routed expert below which the fused path is faster than MMQ on the H200: at the
-/// reference shape it was 1.28-1.41x faster at 20 rows and 0.77-0.80x at 40 for the four
-/// benchmarked pairs (BENCHMARKS.md); the lines between those points cross at 29-30 rows.
+/// The built-in rule for pairs the tune table lacks: rows per routed expert below which the
+/// fused path was faster than MMQ on the H200 - at the reference shape 1.28-1.41x faster at
+/// 20 rows and 0.77-0.80x at 40 for the four benchmarked pairs (BENCHMARKS.md); the lines
+/// between those points cross at 29-30 rows.
 pub const FUSED_MAX_ROWS: usize = 30;
 
-/// The path auto takes for a run with these expert bounds, among `available`.
-pub fn choose(bounds: &[u32], available: &[ExpertPath]) -> ExpertPath {
-    let want = if rows_per_routed_expert(bounds) < FUSED_MAX_ROWS {
-        ExpertPath::Fused
-    } else {
-        ExpertPath::Mmq
-    };
-    if available.contains(&want) {
-        want
-    } else {
-        available.first().copied().unwrap_or(ExpertPath::Mmq)
+/// What one run takes and why.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Decision {
+    pub fused: bool,
+    /// The split's products (also when the fused path runs).
+    pub products: [Product; 2],
+    /// "ws+mmq at 10 rows per routed expert: 1.234 ms vs fused 1.444 ms (table: ...)".
+    pub why: String,
+}
+
+impl Decision {
+    /// "fused" or the split's label ("mmq", "ws+mmq", ...).
+    pub fn label(&self) -> String {
+        if self.fused {
+            "fused".into()
+        } else {
+            split_label(self.products)
+        }
     }
 }
 
-/// The plans of every eligible path; one runs per call.
+/// What may run a layer: the fused path, weight-stationary products.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Allowed {
+    pub fused: bool,
+    pub ws: bool,
+}
+
+/// The path and products for a run of pair (`g`, `d`) at `rows` rows per routed expert, by the
+/// table of `tuning`, among what `allowed` lets run.
+pub fn decide(tuning: &Tuning, g: WType, d: WType, rows: usize, allowed: Allowed) -> Decision {
+    let pair = format!("{}/{}", g.name(), d.name());
+    let (fused, mut products, mut how) = match tuning.table.choice(g, d, rows) {
+        Some(c) if c.fused && !allowed.fused => {
+            let how = match c.split_ms {
+                Some(s) => format!("{s:.3} ms; the fused path cannot run this layer"),
+                None => "the fused path cannot run this layer, no split figures".into(),
+            };
+            (false, c.products, how)
+        }
+        Some(c) => (c.fused, c.products, c.why),
+        None => (
+            rows < FUSED_MAX_ROWS && allowed.fused,
+            [Product::Mmq; 2],
+            format!(
+                "{pair} not in the table, built-in rule: fused below {FUSED_MAX_ROWS} rows per \
+                 routed expert, else mmq"
+            ),
+        ),
+    };
+    if !allowed.ws && products.contains(&Product::Ws) {
+        products = products.map(|_| Product::Mmq);
+        how.push_str("; weight-stationary products cannot run this layer");
+    }
+    let mut dec = Decision {
+        fused,
+        products,
+        why: String::new(),
+    };
+    dec.why = format!(
+        "{} at {rows} rows per routed expert: {how} (table: {})",
+        dec.label(),
+        tuning.source
+    );
+    dec
+}
+
+/// Auto's choice over rows per routed expert 1 and up, as runs of the same label: "fused at
+/// 1-28, mmq at 29+ rows per routed expert". Past the table's last ladder point (and past the
+/// built-in rule's threshold) the choice no longer changes.
+pub fn summary(tuning: &Tuning, g: WType, d: WType, allowed: Allowed) -> String {
+    let last = tuning.table.max_rows(g, d).max(FUSED_MAX_ROWS) + 1;
+    let mut runs: Vec<(usize, usize, String)> = Vec::new();
+    for rows in 1..=last {
+        let l = decide(tuning, g, d, rows, allowed).label();
+        match runs.last_mut() {
+            Some(r) if r.2 == l => r.1 = rows,
+            _ => runs.push((rows, rows, l)),
+        }
+    }
+    let n = runs.len();
+    let parts: Vec<String> = runs
+        .into_iter()
+        .enumerate()
+        .map(|(i, (a, b, l))| match (i + 1 == n, a == b) {
+            (true, _) => format!("{l} at {a}+"),
+            (false, true) => format!("{l} at {a}"),
+            (false, false) => format!("{l} at {a}-{b}"),
+        })
+        .collect();
+    format!("{} rows per routed expert", parts.join(", "))
+}
+
+/// The fused plan (where eligible) and a split plan whose products follow the table; one runs
+/// per call.
 pub struct AutoPlan {
+    /// The fused plan and/or the split plan, at `fused` and `split`.
     plans: Vec<Box<dyn ExpertPlan>>,
+    fused: Option<usize>,
+    split: Option<usize>,
+    /// Index into `plans` of the last prepared run.
     chosen: usize,
+    tuning: Arc<Tuning>,
+    pair: (WType, WType),
+    ws: bool,
+    why: String,
 }
 
 impl AutoPlan {
-    pub fn new(plans: Vec<Box<dyn ExpertPlan>>) -> Result<Self> {
+    /// `split` must pick its products per run with [`decide`] on the same table (path.rs builds
+    /// both); `ws`: whether its weight-stationary products may run.
+    pub fn new(
+        fused: Option<Box<dyn ExpertPlan>>,
+        split: Option<Box<dyn ExpertPlan>>,
+        tuning: Arc<Tuning>,
+        pair: (WType, WType),
+        ws: bool,
+    ) -> Result<Self> {
+        let mut plans = Vec::new();
+        let mut add = |p: Option<Box<dyn ExpertPlan>>| {
+            p.map(|p| {
+                plans.push(p);
+                plans.len() - 1
+            })
+        };
+        let (fused, split) = (add(fused), add(split));
         if plans.is_empty() {
             return Err(Error::Unsupported(
                 "no expert path can run this layer".into(),
             ));
         }
-        Ok(AutoPlan { plans, chosen: 0 })
+        Ok(AutoPlan {
+            plans,
+            fused,
+            split,
+            chosen: split.or(fused).unwrap_or(0),
+            tuning,
+            pair,
+            ws,
+            why: "no run yet".into(),
+        })
     }
 
     fn current(&self) -> &dyn ExpertPlan {
@@ -58,6 +180,10 @@ impl ExpertPlan for AutoPlan {
         self.current().label()
     }
 
+    fn why(&self) -> Option<String> {
+        Some(self.why.clone())
+    }
+
     fn stages(&self) -> &'static [&'static str] {
         self.current().stages()
     }
@@ -67,9 +193,15 @@ impl ExpertPlan for AutoPlan {
     }
 
     fn prepare(&mut self, gpu: &Gpu, bounds: &[u32]) -> Result<()> {
-        let available: Vec<ExpertPath> = self.plans.iter().map(|p| p.path()).collect();
-        let want = choose(bounds, &available);
-        self.chosen = available.iter().position(|&p| p == want).unwrap_or(0);
+        let rows = rows_per_routed_expert(bounds);
+        let allowed = Allowed {
+            fused: self.fused.is_some(),
+            ws: self.ws,
+        };
+        let d = decide(&self.tuning, self.pair.0, self.pair.1, rows, allowed);
+        let want = if d.fused { self.fused } else { self.split };
+        self.chosen = want.or(self.split).or(self.fused).unwrap_or(0);
+        self.why = d.why;
         self.plans[self.chosen].prepare(gpu, bounds)
     }
 
@@ -84,11 +216,7 @@ impl ExpertPlan for AutoPlan {
     }
 
     fn describe(&self) -> String {
-        format!(
-            "auto ({} below {FUSED_MAX_ROWS} rows per routed expert, else mmq) -> {}",
-            ExpertPath::Fused.name(),
-            self.current().describe()
-        )
+        format!("auto -> {}", self.current().describe())
     }
 
     fn poison(&mut self, gpu: &Gpu, byte: u8) -> Result<()> {
@@ -114,14 +242,137 @@ impl ExpertPlan for AutoPlan {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::moe::tune::{Times, TuneKey, TuneTable};
+
+    const Q2: WType = WType::Q2_0;
+    const IQ: WType = WType::Iq2Xxs;
+    const ALL: Allowed = Allowed {
+        fused: true,
+        ws: true,
+    };
+
+    fn tuning() -> Tuning {
+        let mut t = TuneTable::new(TuneKey {
+            gpu: "Test GPU".into(),
+            driver: "1".into(),
+            build: "b".into(),
+        });
+        let e = &mut t.entries;
+        e.insert(
+            (Q2, Q2, 10),
+            Times([
+                Some(1.5),
+                Some(0.6),
+                Some(0.03),
+                Some(0.8),
+                Some(0.9),
+                Some(1.4),
+            ]),
+        );
+        e.insert(
+            (Q2, Q2, 40),
+            Times([
+                Some(1.6),
+                Some(2.0),
+                Some(0.06),
+                Some(0.9),
+                Some(1.0),
+                Some(3.3),
+            ]),
+        );
+        Tuning {
+            table: t,
+            source: "test table".into(),
+            note: None,
+        }
+    }
 
     #[test]
-    fn auto_takes_fused_for_few_rows_per_expert() {
-        let both = [ExpertPath::Mmq, ExpertPath::Fused];
-        // 10 rows on each of 3 experts, one expert without rows.
-        assert_eq!(choose(&[0, 10, 20, 20, 30], &both), ExpertPath::Fused);
-        assert_eq!(choose(&[0, 100, 200, 200, 300], &both), ExpertPath::Mmq);
-        assert_eq!(choose(&[0, 10, 20], &[ExpertPath::Mmq]), ExpertPath::Mmq);
-        assert_eq!(choose(&[0, 0], &both), ExpertPath::Fused);
+    fn decides_from_the_table() {
+        let t = tuning();
+        let d = decide(&t, Q2, Q2, 10, ALL);
+        assert_eq!((d.fused, d.products), (true, [Product::Ws, Product::Mmq]));
+        assert_eq!(
+            d.why,
+            "fused at 10 rows per routed expert: 1.400 ms vs ws+mmq 1.430 ms (table: test table)"
+        );
+        let no_fused = Allowed {
+            fused: false,
+            ws: true,
+        };
+        let d = decide(&t, Q2, Q2, 10, no_fused);
+        assert_eq!(d.label(), "ws+mmq");
+        assert_eq!(
+            d.why,
+            "ws+mmq at 10 rows per routed expert: 1.430 ms; the fused path cannot run this layer \
+             (table: test table)"
+        );
+        let no_ws = Allowed {
+            fused: false,
+            ws: false,
+        };
+        assert_eq!(
+            decide(&t, Q2, Q2, 10, no_ws).why,
+            "mmq at 10 rows per routed expert: 1.430 ms; the fused path cannot run this layer; \
+             weight-stationary products cannot run this layer (table: test table)"
+        );
+        let d = decide(&t, Q2, Q2, 40, ALL);
+        assert_eq!(d.label(), "mmq");
+        assert_eq!(
+            d.why,
+            "mmq at 40 rows per routed expert: 2.560 ms vs fused 3.300 ms (table: test table)"
+        );
+        // Between the ladder points: gate/up ws stays cheaper than mmq up to 26 rows, the
+        // split overtakes the fused path from 12.
+        assert_eq!(
+            summary(&t, Q2, Q2, ALL),
+            "fused at 1-11, ws+mmq at 12-26, mmq at 27+ rows per routed expert"
+        );
+        assert_eq!(
+            summary(&t, Q2, Q2, no_fused),
+            "ws+mmq at 1-26, mmq at 27+ rows per routed expert"
+        );
+    }
+
+    #[test]
+    fn pairs_outside_the_table_take_the_built_in_rule() {
+        let t = tuning();
+        let d = decide(&t, IQ, Q2, 29, ALL);
+        assert_eq!((d.fused, d.products), (true, [Product::Mmq; 2]));
+        assert_eq!(
+            d.why,
+            "fused at 29 rows per routed expert: iq2_xxs/q2_0 not in the table, built-in rule: \
+             fused below 30 rows per routed expert, else mmq (table: test table)"
+        );
+        assert_eq!(decide(&t, IQ, Q2, 30, ALL).label(), "mmq");
+        let no_fused = Allowed {
+            fused: false,
+            ws: true,
+        };
+        assert_eq!(decide(&t, IQ, Q2, 1, no_fused).label(), "mmq");
+        assert_eq!(
+            summary(&t, IQ, Q2, ALL),
+            "fused at 1-29, mmq at 30+ rows per routed expert"
+        );
+        assert_eq!(
+            summary(&t, IQ, Q2, no_fused),
+            "mmq at 1+ rows per routed expert"
+        );
+    }
+
+    #[test]
+    fn built_in_table_keeps_the_old_crossing_for_q2_0() {
+        // The provisional H200 table (fused and MMQ only) crosses where the old rule did.
+        let t = Tuning::built_in("test");
+        assert_eq!(
+            summary(&t, Q2, Q2, ALL),
+            "fused at 1-28, mmq at 29+ rows per routed expert"
+        );
+        let d = decide(&t, Q2, Q2, 10, ALL);
+        assert_eq!(
+            d.why,
+            "fused at 10 rows per routed expert: 1.444 ms vs mmq 2.362 ms (table: built-in \
+             NVIDIA H200, provisional)"
+        );
     }
 }

@@ -51,6 +51,10 @@ pub trait ExpertPlan {
     fn label(&self) -> String {
         self.path().name().to_string()
     }
+    /// Why the last prepared run took this path, for a plan that chooses per run (auto).
+    fn why(&self) -> Option<String> {
+        None
+    }
     /// Stage names in launch order of the last prepared run (for tables: "gate_up", ...).
     fn stages(&self) -> &'static [&'static str];
     /// The most stages any run of this plan has (the pipeline's event count).

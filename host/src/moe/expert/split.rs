@@ -218,12 +218,7 @@ impl ExpertPlan for SplitPlan {
     }
 
     fn label(&self) -> String {
-        let [g, d] = self.products;
-        if g == d {
-            g.path().name().to_string()
-        } else {
-            format!("{}+{}", g.path().name(), d.path().name())
-        }
+        crate::moe::tune::split_label(self.products)
     }
 
     fn stages(&self) -> &'static [&'static str] {
