@@ -10,7 +10,10 @@ use crate::error::{DriverOp, Error, Result};
 use crate::ptx;
 
 mod kernels;
-pub use kernels::{FORMAT_KERNELS, FormatKernels, Kernels, format_kernel_names, kernel_names};
+pub use kernels::{
+    FORMAT_KERNELS, FormatKernels, Kernels, MMA_KERNELS, format_kernel_names, kernel_names,
+    kernel_names_in,
+};
 
 /// Facts about the device, for plans (limits) and reports.
 #[derive(Clone, Debug)]
@@ -37,6 +40,10 @@ pub struct DeviceLimits {
     pub max_smem_optin: u32,
     /// Shared memory of one SM, bytes (what co-resident CTAs share).
     pub smem_per_sm: u32,
+    /// The PTX target of the loaded module ([`DeviceInfo::ptx_arch`]): below
+    /// [`ptx::MMA_MIN_ARCH`] it has no MMQ or fused kernels, and `moe::path::eligible` refuses
+    /// those paths.
+    pub ptx_arch: u32,
 }
 
 impl Default for DeviceLimits {
@@ -46,6 +53,7 @@ impl Default for DeviceLimits {
             sm_count: 132,
             max_smem_optin: 227 * 1024,
             smem_per_sm: 228 * 1024,
+            ptx_arch: 90,
         }
     }
 }
@@ -73,8 +81,9 @@ impl Gpu {
         Self::open_with(None)
     }
 
-    /// Opens device 0 with the PTX module of target `arch` (75, 80, 90) instead of the newest
-    /// one the device runs: tests run the sm_75 module (the Turing `m8n8k16` port) on newer GPUs.
+    /// Opens device 0 with the PTX module of target `arch` (60, 75, 80, 90) instead of the newest
+    /// one the device runs: tests run the sm_75 module (the Turing `m8n8k16` port) and the sm_60
+    /// module (weight-stationary path only) on newer GPUs.
     pub fn open_with(arch: Option<u32>) -> Result<Gpu> {
         if !driver_present() {
             return Err(Error::NoGpu(
@@ -99,7 +108,13 @@ impl Gpu {
         let (major, minor) = ctx.compute_capability().op("compute capability")?;
         let cc = (major * 10 + minor) as u32;
         let chosen = match arch {
-            Some(a) if a <= cc => ptx::module(a).map(|m| (a, m)),
+            Some(a) if a <= cc => Some((
+                a,
+                ptx::module(a).ok_or_else(|| {
+                    let built: Vec<u32> = ptx::MODULES.iter().map(|m| m.0).collect();
+                    Error::NoGpu(format!("no PTX module for sm_{a}; built: {built:?}"))
+                })?,
+            )),
             Some(a) => {
                 return Err(Error::NoGpu(format!(
                     "PTX for sm_{a} cannot run on compute capability {major}.{minor}"
@@ -115,7 +130,7 @@ impl Gpu {
             ))
         })?;
         // A PTX file in place of the embedded module, for kernel experiments on a machine
-        // without Rust: every kernel the host expects must be in it.
+        // without Rust: every kernel the host expects of the chosen target must be in it.
         let replaced;
         let src = match std::env::var_os(PTX_OVERRIDE_VAR) {
             Some(path) => {
@@ -132,7 +147,7 @@ impl Gpu {
             None => src,
         };
         let module = ctx.load_module(src.into()).op("cuModuleLoadData (PTX)")?;
-        let kernels = Kernels::load(&module)?;
+        let kernels = Kernels::load(&module, ptx_arch)?;
         let info = DeviceInfo {
             name: ctx.name().op("cuDeviceGetName")?,
             cc,
@@ -165,6 +180,7 @@ impl Gpu {
             sm_count: self.info.sm_count,
             max_smem_optin: self.info.max_smem_optin,
             smem_per_sm: self.info.smem_per_sm,
+            ptx_arch: self.info.ptx_arch,
         }
     }
 

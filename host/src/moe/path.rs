@@ -12,6 +12,7 @@ use crate::moe::expert::mmq;
 use crate::moe::expert::split::{Product, SplitChoice, SplitPlan};
 use crate::moe::expert::ws::{self, WsOptions};
 use crate::problem::MoeShape;
+use crate::ptx;
 
 /// The expert paths of the system.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -67,23 +68,47 @@ impl std::str::FromStr for PathChoice {
 }
 
 /// Whether `path` can run a layer of shape `s` on a device with limits `dev`; the error says
-/// why not.
+/// why not. The MMQ and fused paths need the loaded PTX module to hold their tensor-core
+/// kernels (sm_75 and newer; the sm_60 module holds only the weight-stationary path).
 pub fn eligible(path: ExpertPath, s: &MoeShape, dev: &DeviceLimits) -> Result<()> {
     s.check()?;
     match path {
-        ExpertPath::Mmq => mmq::eligible(s),
-        ExpertPath::Fused => fused::eligible(s, dev),
+        ExpertPath::Mmq => {
+            tensor_cores("the per-group MMQ path", dev)?;
+            mmq::eligible(s)
+        }
+        ExpertPath::Fused => {
+            tensor_cores("the fused path", dev)?;
+            fused::eligible(s, dev)
+        }
         ExpertPath::Ws => ws::eligible(s),
     }
 }
 
+/// Err when the loaded module (`dev.ptx_arch`) has no `mma.sync` kernels for `what`.
+fn tensor_cores(what: &str, dev: &DeviceLimits) -> Result<()> {
+    if ptx::has_mma(dev.ptx_arch) {
+        return Ok(());
+    }
+    Err(Error::Unsupported(format!(
+        "{what} needs tensor cores (sm_{}+); the loaded PTX module is sm_{}",
+        ptx::MMA_MIN_ARCH,
+        dev.ptx_arch
+    )))
+}
+
 /// The paths `--path auto` chooses among, per run, by rows per routed expert (moe/expert/auto.rs:
-/// the fastest on the H200 by the measurements in BENCHMARKS.md).
+/// the fastest on the H200 by the measurements in BENCHMARKS.md). Where neither of those can
+/// run (the sm_60 module has no tensor-core kernels), the weight-stationary path alone.
 pub fn preferred(s: &MoeShape, dev: &DeviceLimits) -> Vec<ExpertPath> {
-    [ExpertPath::Fused, ExpertPath::Mmq]
+    let mut paths: Vec<ExpertPath> = [ExpertPath::Fused, ExpertPath::Mmq]
         .into_iter()
         .filter(|&p| eligible(p, s, dev).is_ok())
-        .collect()
+        .collect();
+    if paths.is_empty() && eligible(ExpertPath::Ws, s, dev).is_ok() {
+        paths.push(ExpertPath::Ws);
+    }
+    paths
 }
 
 /// A line saying what a choice means for this layer: the forced path, or the paths auto picks
@@ -106,10 +131,14 @@ pub fn explain(choice: PathChoice, s: &MoeShape, dev: &DeviceLimits) -> Result<S
                 })
                 .collect::<Vec<_>>()
                 .join("; ");
-            Ok(format!(
-                "auto: fused below {} rows per routed expert, else mmq, per run ({why})",
-                auto::FUSED_MAX_ROWS
-            ))
+            Ok(if preferred(s, dev) == [ExpertPath::Ws] {
+                format!("auto: ws, the only path that can run ({why})")
+            } else {
+                format!(
+                    "auto: fused below {} rows per routed expert, else mmq, per run ({why})",
+                    auto::FUSED_MAX_ROWS
+                )
+            })
         }
     }
 }
@@ -186,5 +215,41 @@ mod tests {
         assert_eq!(preferred(&iq_down, &dev), [ExpertPath::Mmq]);
         assert!(explain(PathChoice::Only(ExpertPath::Ws), &MoeShape::REFERENCE, &dev).is_ok());
         assert!(explain(PathChoice::Auto, &MoeShape::REFERENCE, &dev).is_ok());
+    }
+
+    /// The limits `Gpu::open_with(Some(60))` gives on any GPU (the sm_60 module loaded): only
+    /// the weight-stationary path may run, and auto takes it.
+    #[test]
+    fn sm60_module_runs_only_the_weight_stationary_path() {
+        let sm60 = DeviceLimits {
+            ptx_arch: 60,
+            ..DeviceLimits::default()
+        };
+        let s = MoeShape::REFERENCE;
+        assert!(eligible(ExpertPath::Ws, &s, &sm60).is_ok());
+        for (p, what) in [
+            (ExpertPath::Mmq, "the per-group MMQ path"),
+            (ExpertPath::Fused, "the fused path"),
+        ] {
+            assert!(eligible(p, &s, &DeviceLimits::default()).is_ok(), "{p:?}");
+            let e = eligible(p, &s, &sm60)
+                .expect_err("refused on sm_60")
+                .to_string();
+            assert_eq!(
+                e,
+                format!("{what} needs tensor cores (sm_75+); the loaded PTX module is sm_60")
+            );
+            assert!(explain(PathChoice::Only(p), &s, &sm60).is_err());
+        }
+        assert_eq!(preferred(&s, &sm60), [ExpertPath::Ws]);
+        let why = explain(PathChoice::Auto, &s, &sm60).expect("auto runs ws");
+        assert!(why.starts_with("auto: ws, the only path"), "{why}");
+        // The sm_75 module (the Turing port) has them.
+        let sm75 = DeviceLimits {
+            ptx_arch: 75,
+            ..DeviceLimits::default()
+        };
+        assert!(eligible(ExpertPath::Mmq, &s, &sm75).is_ok());
+        assert!(eligible(ExpertPath::Fused, &s, &sm75).is_ok());
     }
 }
