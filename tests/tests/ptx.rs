@@ -1,11 +1,15 @@
 //! Reads the embedded PTX modules (no GPU needed): each target holds exactly the kernels the host
 //! expects of it, nothing calls an undefined function, the hot kernels keep their arrays in
 //! registers (no `.local`), have no panic path (`trap`), and use only our exact float arithmetic
-//! (no `.approx`, no `.ftz`).
+//! (no `.approx`, no `.ftz`). The sm_60 module (compiled as sm_70 and re-labelled by the builder)
+//! uses no instruction newer than sm_60 and assembles for sm_60 (ptx/sm60.rs).
 
 use host::device::{kernel_names, kernel_names_in};
 use host::ptx::MODULES;
 use tests::kernel_body;
+
+#[path = "ptx/sm60.rs"]
+mod sm60;
 
 #[test]
 fn each_module_holds_exactly_its_kernels() {
