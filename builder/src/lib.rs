@@ -5,6 +5,12 @@
 //! own target directory and with the outer cargo's environment removed, and returns the path of
 //! the PTX module (the crate's LTO'd assembly). It then checks the PTX: a module that calls a
 //! function it does not define would fail to load on the GPU, so it is rejected here.
+//!
+//! rustc accepts no target CPU below sm_70, so the sm_60 module (Pascal) is compiled for sm_70
+//! with cfg `gpu_ws_only` - the gpu crate then holds only the kernels of the weight-stationary
+//! path, which use no instruction newer than sm_60 - and its `.target sm_70` line is re-labelled
+//! `.target sm_60` (`.version` stays as emitted). tests/tests/ptx.rs checks that module's text for
+//! sm_61+ instructions and assembles it with `ptxas -arch=sm_60`.
 
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -14,9 +20,16 @@ use std::process::Command;
 /// (rustc 1.97.0-nightly e50aa6fba 2026-05-19); a newer nightly works as long as `abi_ptx` does.
 pub const NIGHTLY: &str = "nightly";
 
-/// The PTX targets the host embeds: sm_75 (Turing `m8n8k16` port), sm_80 (m16n8k32 `mma`),
-/// sm_90 (Hopper). The host loads the newest one not above the device's compute capability.
-pub const ARCHS: [&str; 3] = ["sm_75", "sm_80", "sm_90"];
+/// The PTX targets the host embeds: sm_60 (Pascal: the weight-stationary path only, built as
+/// sm_70 and re-labelled, see [`target_cpu`]), sm_75 (Turing `m8n8k16` port), sm_80 (m16n8k32
+/// `mma`), sm_90 (Hopper). The host loads the newest one not above the device's compute
+/// capability.
+pub const ARCHS: [&str; 4] = ["sm_60", "sm_75", "sm_80", "sm_90"];
+
+/// The oldest `-C target-cpu` rustc's NVPTX backend accepts ("sm_60 is a known but unsupported
+/// target CPU" below it). Targets of [`ARCHS`] under it are compiled for it with cfg
+/// `gpu_ws_only` and re-labelled.
+pub const RUSTC_MIN_ARCH: u32 = 70;
 
 /// What to build.
 #[derive(Clone, Debug)]
@@ -59,6 +72,11 @@ pub enum BuildError {
     MissingEntry {
         arch: String,
         name: String,
+    },
+    /// The PTX of a re-labelled target does not have the `.target` line it was compiled for.
+    Relabel {
+        arch: String,
+        found: String,
     },
     Io(std::io::Error),
 }
@@ -104,6 +122,12 @@ impl fmt::Display for BuildError {
                 "the {arch} PTX has no kernel `{name}`, which has a register cap \
                  (gpu::layout::MAX_REGISTERS); rename or remove the entry there"
             ),
+            BuildError::Relabel { arch, found } => write!(
+                f,
+                "the {arch} PTX is compiled for {} and re-labelled, but its .target line is \
+                 {found:?}; the re-labelling in builder/src/lib.rs must follow rustc's output",
+                target_cpu(arch).unwrap_or_default()
+            ),
             BuildError::Io(e) => write!(f, "i/o error during the PTX build: {e}"),
         }
     }
@@ -117,18 +141,56 @@ impl From<std::io::Error> for BuildError {
     }
 }
 
-/// `cfg` flags for an arch: `gpu_sm = "80"`, plus `gpu_sm80` on sm_80 and newer.
-fn arch_cfgs(arch: &str) -> Result<Vec<String>, BuildError> {
-    let n: u32 = arch
-        .strip_prefix("sm_")
+/// The number of an arch of [`ARCHS`] ("sm_80" -> 80).
+fn arch_number(arch: &str) -> Result<u32, BuildError> {
+    arch.strip_prefix("sm_")
         .and_then(|s| s.parse().ok())
         .filter(|_| ARCHS.contains(&arch))
-        .ok_or_else(|| BuildError::BadArch(arch.to_string()))?;
+        .ok_or_else(|| BuildError::BadArch(arch.to_string()))
+}
+
+/// `cfg` flags for an arch: `gpu_sm = "80"`, plus `gpu_sm80` on sm_80 and newer, and
+/// `gpu_ws_only` below [`RUSTC_MIN_ARCH`]: such a module is compiled for a newer target than
+/// its own, so it may only hold kernels whose instructions the older one has (the gpu crate
+/// leaves out the MMQ and fused kernels, which need `mma`, `ldmatrix` and `cp.async`).
+fn arch_cfgs(arch: &str) -> Result<Vec<String>, BuildError> {
+    let n = arch_number(arch)?;
     let mut v = vec!["--cfg".into(), format!("gpu_sm=\"{n}\"")];
     if n >= 80 {
         v.extend(["--cfg".into(), "gpu_sm80".into()]);
     }
+    if n < RUSTC_MIN_ARCH {
+        v.extend(["--cfg".into(), "gpu_ws_only".into()]);
+    }
     Ok(v)
+}
+
+/// The `-C target-cpu` rustc compiles `arch` for: the arch itself, or [`RUSTC_MIN_ARCH`] for an
+/// older one (whose PTX is then re-labelled by [`relabel_target`]).
+pub fn target_cpu(arch: &str) -> Result<String, BuildError> {
+    let n = arch_number(arch)?;
+    Ok(format!("sm_{}", n.max(RUSTC_MIN_ARCH)))
+}
+
+/// `ptx` with its `.target <from>` directive [11.1.2] replaced by `.target <to>`; Err(the
+/// directive found) when the module's `.target` line is not `.target <from>`. Everything else
+/// (`.version` included: PTX ISA 6.0 and later know sm_60) stays as emitted.
+pub fn relabel_target(ptx: &str, from: &str, to: &str) -> Result<String, String> {
+    let mut at = 0;
+    for line in ptx.split_inclusive('\n') {
+        if line.trim_start().starts_with(".target") {
+            if line.split_whitespace().nth(1) != Some(from) {
+                return Err(line.trim().to_string());
+            }
+            let mut out = String::with_capacity(ptx.len());
+            out.push_str(&ptx[..at]);
+            out.push_str(&line.replacen(from, to, 1));
+            out.push_str(&ptx[at + line.len()..]);
+            return Ok(out);
+        }
+        at += line.len();
+    }
+    Err("no .target line".to_string())
 }
 
 /// A `rustup run nightly <tool>` command with the outer cargo's environment removed, so that the
@@ -187,6 +249,7 @@ pub fn ensure_toolchain() -> Result<(), BuildError> {
 /// Builds the PTX module for `opts.arch`; returns the path of the `.ptx` file in `out_dir`.
 pub fn build_ptx(opts: &Options) -> Result<PathBuf, BuildError> {
     let cfgs = arch_cfgs(&opts.arch)?;
+    let cpu = target_cpu(&opts.arch)?;
     ensure_toolchain()?;
     let target_dir = opts.out_dir.join(format!("target-{}", opts.arch));
     let mut cmd = nightly("cargo");
@@ -209,7 +272,8 @@ pub fn build_ptx(opts: &Options) -> Result<PathBuf, BuildError> {
         .arg("--")
         // The PTX is the assembly output; there is nothing to link.
         .args(["--emit=asm", "-C", "linker=/bin/true"])
-        .args(["-C", &format!("target-cpu={}", opts.arch)])
+        // sm_70 for sm_60 (rustc's oldest), with cfg gpu_ws_only; re-labelled below.
+        .args(["-C", &format!("target-cpu={cpu}")])
         .args(&cfgs);
     let status = cmd.status().map_err(BuildError::NoRustup)?;
     if !status.success() {
@@ -232,6 +296,14 @@ pub fn build_ptx(opts: &Options) -> Result<PathBuf, BuildError> {
             arch: opts.arch.clone(),
             name,
         })?;
+    let ptx = if cpu == opts.arch {
+        ptx
+    } else {
+        relabel_target(&ptx, &cpu, &opts.arch).map_err(|found| BuildError::Relabel {
+            arch: opts.arch.clone(),
+            found,
+        })?
+    };
     let out = opts.out_dir.join(format!("gpu_{}.ptx", opts.arch));
     std::fs::write(&out, ptx)?;
     Ok(out)
@@ -390,12 +462,37 @@ call.uni missing, (param0);
 
     #[test]
     fn arch_flags() {
-        assert!(arch_cfgs("sm_60").is_err());
+        assert!(arch_cfgs("sm_70").is_err());
+        assert!(arch_cfgs("sm_61").is_err());
         assert_eq!(arch_cfgs("sm_75").unwrap().len(), 2);
         assert!(
             arch_cfgs("sm_90")
                 .unwrap()
                 .contains(&"gpu_sm80".to_string())
         );
+        let sm60 = arch_cfgs("sm_60").unwrap();
+        assert!(sm60.contains(&"gpu_sm=\"60\"".to_string()));
+        assert!(sm60.contains(&"gpu_ws_only".to_string()));
+        assert!(!sm60.contains(&"gpu_sm80".to_string()));
+        for a in ["sm_75", "sm_80", "sm_90"] {
+            assert!(!arch_cfgs(a).unwrap().contains(&"gpu_ws_only".to_string()));
+            assert_eq!(target_cpu(a).unwrap(), a);
+        }
+        assert_eq!(target_cpu("sm_60").unwrap(), "sm_70");
+    }
+
+    #[test]
+    fn relabels_only_the_target_line() {
+        let ptx =
+            "//\n// .target sm_70 in a comment\n.version 7.0\n.target sm_70\n.address_size 64\n";
+        assert_eq!(
+            relabel_target(ptx, "sm_70", "sm_60").unwrap(),
+            "//\n// .target sm_70 in a comment\n.version 7.0\n.target sm_60\n.address_size 64\n"
+        );
+        assert_eq!(
+            relabel_target(".target sm_75\n", "sm_70", "sm_60"),
+            Err(".target sm_75".to_string())
+        );
+        assert!(relabel_target(".version 7.0\n", "sm_70", "sm_60").is_err());
     }
 }

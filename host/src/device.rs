@@ -1,16 +1,19 @@
 //! The GPU: driver presence, context and stream, the PTX module for the device, and every kernel
-//! resolved once into [`Kernels`].
+//! of it resolved once into [`Kernels`] (device/kernels.rs).
 
 use std::sync::Arc;
 
 use cudarc::driver::sys::CUdevice_attribute as Attr;
-use cudarc::driver::{
-    CudaContext, CudaFunction, CudaModule, CudaSlice, CudaStream, DevicePtr, DeviceRepr,
-};
-use gpu::layout::WType;
+use cudarc::driver::{CudaContext, CudaSlice, CudaStream, DevicePtr, DeviceRepr};
 
 use crate::error::{DriverOp, Error, Result};
 use crate::ptx;
+
+mod kernels;
+pub use kernels::{
+    FORMAT_KERNELS, FormatKernels, Kernels, MMA_KERNELS, format_kernel_names, kernel_names,
+    kernel_names_in,
+};
 
 /// Facts about the device, for plans (limits) and reports.
 #[derive(Clone, Debug)]
@@ -37,6 +40,10 @@ pub struct DeviceLimits {
     pub max_smem_optin: u32,
     /// Shared memory of one SM, bytes (what co-resident CTAs share).
     pub smem_per_sm: u32,
+    /// The PTX target of the loaded module ([`DeviceInfo::ptx_arch`]): below
+    /// [`ptx::MMA_MIN_ARCH`] it has no MMQ or fused kernels, and `moe::path::eligible` refuses
+    /// those paths.
+    pub ptx_arch: u32,
 }
 
 impl Default for DeviceLimits {
@@ -46,138 +53,8 @@ impl Default for DeviceLimits {
             sm_count: 132,
             max_smem_optin: 227 * 1024,
             smem_per_sm: 228 * 1024,
+            ptx_arch: 90,
         }
-    }
-}
-
-macro_rules! kernels {
-    ($($name:ident),* $(,)?) => {
-        /// Every kernel of the module, resolved at startup: the shared stages by name, the
-        /// per-format kernels in `formats` (from gpu's format list).
-        pub struct Kernels {
-            $(pub $name: CudaFunction,)*
-            formats: Vec<FormatKernels>,
-        }
-        /// Names of the kernels not tied to a weight format.
-        const COMMON_KERNEL_NAMES: &[&str] = &[$(stringify!($name)),*];
-        impl Kernels {
-            fn load(module: &Arc<CudaModule>) -> Result<Self> {
-                Ok(Kernels {
-                    $($name: load(module, stringify!($name))?,)*
-                    formats: load_formats(module)?,
-                })
-            }
-        }
-    };
-}
-
-fn load(module: &Arc<CudaModule>, name: &'static str) -> Result<CudaFunction> {
-    module
-        .load_function(name)
-        .map_err(|_| Error::MissingKernel(name))
-}
-
-kernels!(
-    moe_swiglu_quant,
-    moe_swiglu_f32,
-    moe_quantize_q8_1,
-    moe_route,
-    moe_scatter_count,
-    moe_scatter_offsets,
-    moe_scatter_place,
-    moe_scatter_quantize,
-    moe_combine,
-    probe_params_echo,
-    probe_ggml_q8_1,
-    probe_read_bandwidth,
-);
-
-/// The kernels of one weight format (a row of `gpu::for_each_format!`).
-pub struct FormatKernels {
-    pub wtype: WType,
-    /// `moe_gate_up_<wtype>_mmq`
-    pub gate_up_mmq: CudaFunction,
-    /// `moe_down_<wtype>_mmq`
-    pub down_mmq: CudaFunction,
-    /// `moe_experts_<wtype>_fused` (this type as gate/up, 32-row tiles; the down type is a
-    /// parameter)
-    pub fused: CudaFunction,
-    /// `moe_experts_<wtype>_fused_wide` (64-row tiles)
-    pub fused_wide: CudaFunction,
-    /// `moe_ws_<wtype>_c16`, `_c32`, `_c64`: the weight-stationary product for each tier of
-    /// `gpu::layout::WS_COLS` (either product).
-    pub ws: [CudaFunction; 3],
-    /// `moe_ws_<wtype>_c16_fast`, `_c32_fast` (WS_FAST), for the tiers of
-    /// `gpu::layout::WS_FAST_COLS`.
-    pub ws_fast: [CudaFunction; 2],
-    /// The names, in that order (for errors).
-    pub names: [&'static str; FORMAT_KERNELS],
-}
-
-/// Kernels per weight format.
-pub const FORMAT_KERNELS: usize = 9;
-
-macro_rules! format_table {
-    ($(($w:ident, $b:ident, $gate_up:ident, $down:ident, $fused:ident, $wide:ident,
-        $c16:ident, $c32:ident, $c64:ident, $fast16:ident, $fast32:ident)),* $(,)?) => {
-        /// Names of the per-format kernels, in list order.
-        const FORMAT_KERNEL_NAMES: &[&str] = &[$(
-            stringify!($gate_up), stringify!($down), stringify!($fused), stringify!($wide),
-            stringify!($c16), stringify!($c32), stringify!($c64), stringify!($fast16),
-            stringify!($fast32)
-        ),*];
-
-        /// The kernel names of format `w` (exhaustive: a type without a row does not compile).
-        pub const fn format_kernel_names(w: WType) -> [&'static str; FORMAT_KERNELS] {
-            match w {
-                $(WType::$w => [
-                    stringify!($gate_up), stringify!($down), stringify!($fused), stringify!($wide),
-                    stringify!($c16), stringify!($c32), stringify!($c64), stringify!($fast16),
-                    stringify!($fast32)
-                ],)*
-            }
-        }
-
-        fn load_formats(module: &Arc<CudaModule>) -> Result<Vec<FormatKernels>> {
-            Ok(vec![$(FormatKernels {
-                wtype: WType::$w,
-                gate_up_mmq: load(module, stringify!($gate_up))?,
-                down_mmq: load(module, stringify!($down))?,
-                fused: load(module, stringify!($fused))?,
-                fused_wide: load(module, stringify!($wide))?,
-                ws: [
-                    load(module, stringify!($c16))?,
-                    load(module, stringify!($c32))?,
-                    load(module, stringify!($c64))?,
-                ],
-                ws_fast: [
-                    load(module, stringify!($fast16))?,
-                    load(module, stringify!($fast32))?,
-                ],
-                names: format_kernel_names(WType::$w),
-            }),*])
-        }
-    };
-}
-
-gpu::for_each_format!(format_table);
-
-/// Names of every kernel the host expects in the PTX (tests/tests/ptx.rs checks them).
-pub fn kernel_names() -> Vec<&'static str> {
-    COMMON_KERNEL_NAMES
-        .iter()
-        .chain(FORMAT_KERNEL_NAMES)
-        .copied()
-        .collect()
-}
-
-impl Kernels {
-    /// The kernels of weight format `w`.
-    pub fn format(&self, w: WType) -> Result<&FormatKernels> {
-        self.formats
-            .iter()
-            .find(|f| f.wtype == w)
-            .ok_or(Error::MissingKernel(format_kernel_names(w)[0]))
     }
 }
 
@@ -204,8 +81,9 @@ impl Gpu {
         Self::open_with(None)
     }
 
-    /// Opens device 0 with the PTX module of target `arch` (75, 80, 90) instead of the newest
-    /// one the device runs: tests run the sm_75 module (the Turing `m8n8k16` port) on newer GPUs.
+    /// Opens device 0 with the PTX module of target `arch` (60, 75, 80, 90) instead of the newest
+    /// one the device runs: tests run the sm_75 module (the Turing `m8n8k16` port) and the sm_60
+    /// module (weight-stationary path only) on newer GPUs.
     pub fn open_with(arch: Option<u32>) -> Result<Gpu> {
         if !driver_present() {
             return Err(Error::NoGpu(
@@ -230,7 +108,13 @@ impl Gpu {
         let (major, minor) = ctx.compute_capability().op("compute capability")?;
         let cc = (major * 10 + minor) as u32;
         let chosen = match arch {
-            Some(a) if a <= cc => ptx::module(a).map(|m| (a, m)),
+            Some(a) if a <= cc => Some((
+                a,
+                ptx::module(a).ok_or_else(|| {
+                    let built: Vec<u32> = ptx::MODULES.iter().map(|m| m.0).collect();
+                    Error::NoGpu(format!("no PTX module for sm_{a}; built: {built:?}"))
+                })?,
+            )),
             Some(a) => {
                 return Err(Error::NoGpu(format!(
                     "PTX for sm_{a} cannot run on compute capability {major}.{minor}"
@@ -246,7 +130,7 @@ impl Gpu {
             ))
         })?;
         // A PTX file in place of the embedded module, for kernel experiments on a machine
-        // without Rust: every kernel the host expects must be in it.
+        // without Rust: every kernel the host expects of the chosen target must be in it.
         let replaced;
         let src = match std::env::var_os(PTX_OVERRIDE_VAR) {
             Some(path) => {
@@ -263,7 +147,7 @@ impl Gpu {
             None => src,
         };
         let module = ctx.load_module(src.into()).op("cuModuleLoadData (PTX)")?;
-        let kernels = Kernels::load(&module)?;
+        let kernels = Kernels::load(&module, ptx_arch)?;
         let info = DeviceInfo {
             name: ctx.name().op("cuDeviceGetName")?,
             cc,
@@ -296,6 +180,7 @@ impl Gpu {
             sm_count: self.info.sm_count,
             max_smem_optin: self.info.max_smem_optin,
             smem_per_sm: self.info.smem_per_sm,
+            ptx_arch: self.info.ptx_arch,
         }
     }
 

@@ -283,13 +283,14 @@ fn route_from_logits() {
     }
 }
 
-/// The older PTX targets on this GPU: the sm_75 module runs every product as `m8n8k16` (the
-/// Turing port), the sm_80 module as `m16n8k32`; both give the reference's bytes.
+/// The older PTX targets on this GPU: the sm_60 module (weight-stationary path only, integer
+/// arithmetic), the sm_75 module running every product as `m8n8k16` (the Turing port), the
+/// sm_80 module as `m16n8k32`; all give the reference's bytes.
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn older_ptx_targets() {
     let sd = seed("older_ptx_targets");
-    for arch in [75, 80] {
+    for arch in [60, 75, 80] {
         let gpu = Gpu::open_with(Some(arch)).expect("GPU with the chosen PTX");
         assert_eq!(gpu.info.ptx_arch, arch);
         for (g, d) in [

@@ -1,26 +1,41 @@
-//! Reads the embedded PTX modules (no GPU needed): every kernel the host expects is there in
-//! every target, nothing calls an undefined function, the hot kernels keep their arrays in
+//! Reads the embedded PTX modules (no GPU needed): each target holds exactly the kernels the host
+//! expects of it, nothing calls an undefined function, the hot kernels keep their arrays in
 //! registers (no `.local`), have no panic path (`trap`), and use only our exact float arithmetic
-//! (no `.approx`, no `.ftz`).
+//! (no `.approx`, no `.ftz`). The sm_60 module (compiled as sm_70 and re-labelled by the builder)
+//! uses no instruction newer than sm_60 and assembles for sm_60 (ptx/sm60.rs).
 
-use host::device::kernel_names;
+use host::device::{kernel_names, kernel_names_in};
 use host::ptx::MODULES;
 use tests::kernel_body;
 
+#[path = "ptx/sm60.rs"]
+mod sm60;
+
 #[test]
-fn every_kernel_in_every_module() {
+fn each_module_holds_exactly_its_kernels() {
     for (arch, ptx) in MODULES {
         assert!(
-            ptx.contains(&format!(".target sm_{arch}")),
+            ptx.lines().any(|l| l == format!(".target sm_{arch}")),
             "sm_{arch}: wrong .target"
         );
+        let want = kernel_names_in(arch);
         for name in kernel_names() {
-            assert!(
+            assert_eq!(
                 kernel_body(ptx, name).is_some(),
-                "sm_{arch}: kernel {name} missing"
+                want.contains(&name),
+                "sm_{arch}: kernel {name} {}",
+                if want.contains(&name) {
+                    "missing"
+                } else {
+                    "present, but the host does not expect it in this module"
+                }
             );
         }
     }
+    // Every module but sm_60 holds every kernel; sm_60 all but the 4 tensor-core ones of each
+    // of the 8 formats.
+    assert_eq!(kernel_names_in(75), kernel_names());
+    assert_eq!(kernel_names_in(60).len(), kernel_names().len() - 8 * 4);
 }
 
 #[test]
@@ -37,7 +52,10 @@ fn no_undefined_calls() {
 #[test]
 fn hot_kernels_have_no_local_memory_no_trap_and_exact_floats() {
     for (arch, ptx) in MODULES {
-        for name in kernel_names().into_iter().filter(|n| n.starts_with("moe_")) {
+        for name in kernel_names_in(arch)
+            .into_iter()
+            .filter(|n| n.starts_with("moe_"))
+        {
             let body = kernel_body(ptx, name).expect("present");
             for bad in [".local", "trap", ".approx", ".ftz", "call"] {
                 assert!(!body.contains(bad), "sm_{arch} {name}: contains `{bad}`");
@@ -49,8 +67,10 @@ fn hot_kernels_have_no_local_memory_no_trap_and_exact_floats() {
 #[test]
 fn the_probe_that_emulates_ggml_does_use_fast_math() {
     // The check above would not notice if the patterns it looks for were never emitted at all.
-    let body = kernel_body(MODULES[2].1, "probe_ggml_q8_1").expect("present");
-    assert!(body.contains("rcp.approx.ftz.f32"));
+    for (arch, ptx) in MODULES {
+        let body = kernel_body(ptx, "probe_ggml_q8_1").expect("present");
+        assert!(body.contains("rcp.approx.ftz.f32"), "sm_{arch}");
+    }
 }
 
 #[test]

@@ -1,9 +1,15 @@
 //! The only module with inline PTX (this file and `copy.rs`). One instruction (or one fixed
 //! sequence) per function; each names its PTX instruction (PTX ISA 8.x section in brackets).
+//!
+//! Under cfg `gpu_ws_only` (the sm_60 module, compiled as sm_70: builder/src/lib.rs) the
+//! wrappers of instructions newer than sm_60 - `ldmatrix`, `mma` and `copy.rs` (`cp.async`) -
+//! do not exist, so a kernel of that module cannot use them.
 
 use core::arch::asm;
 
+#[cfg(not(gpu_ws_only))]
 mod copy;
+#[cfg(not(gpu_ws_only))]
 pub use copy::*;
 
 /// `%tid.x` [10.13 special registers].
@@ -354,6 +360,7 @@ pub unsafe fn ld_nc_v4_u32(p: *const u32) -> [u32; 4] {
 ///
 /// # Safety
 /// `addr` (this lane's row) must be a 16-byte aligned shared address; all 32 lanes must call it.
+#[cfg(not(gpu_ws_only))]
 #[inline(always)]
 pub unsafe fn ldmatrix_x4(addr: u32) -> [u32; 4] {
     let (a, b, c, d): (u32, u32, u32, u32);
@@ -369,6 +376,7 @@ pub unsafe fn ldmatrix_x4(addr: u32) -> [u32; 4] {
 /// `mma.sync.aligned.m8n8k16.row.col.s32.s8.s8.s32` [9.7.14.5.14] with every C element `c`: the
 /// Turing shape. A: lane l holds row l/4, K 4(l%4)..+3; B: column l/4, same K; D: row l/4,
 /// columns 2(l%4), +1.
+#[cfg(not(gpu_ws_only))]
 #[inline(always)]
 pub fn mma_m8n8k16_s8(a: u32, b: u32, c: i32) -> [i32; 2] {
     let (d0, d1): (i32, i32);
@@ -388,6 +396,7 @@ pub fn mma_m8n8k16_s8(a: u32, b: u32, c: i32) -> [i32; 2] {
 /// A (16x32): a[0] row g, K 4t..4t+3; a[1] row g+8, same K; a[2] row g, K 16+4t..; a[3] row
 /// g+8, K 16+4t.. (g = lane/4, t = lane%4). B (32x8, column-major): b[0] column g, K 4t..;
 /// b[1] column g, K 16+4t... D: d[0], d[1] row g, columns 2t, 2t+1; d[2], d[3] row g+8.
+#[cfg(not(gpu_ws_only))]
 #[inline(always)]
 pub fn mma_m16n8k32_s8(a: [u32; 4], b: [u32; 2], c: i32) -> [i32; 4] {
     #[cfg(gpu_sm80)]
@@ -421,6 +430,7 @@ pub fn mma_m16n8k32_s8(a: [u32; 4], b: [u32; 2], c: i32) -> [i32; 4] {
 /// int8 16x8x16 product plus `c` in every element: `mma.sync.aligned.m16n8k16.row.col.s32.s8.s8.s32`
 /// on sm_80+, two `m8n8k16` on sm_75. A: a[0] row g, K 4t..; a[1] row g+8. B: column g, K 4t...
 /// D as [`mma_m16n8k32_s8`].
+#[cfg(not(gpu_ws_only))]
 #[inline(always)]
 pub fn mma_m16n8k16_s8(a: [u32; 2], b: u32, c: i32) -> [i32; 4] {
     #[cfg(gpu_sm80)]

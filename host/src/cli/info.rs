@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use clap::Args;
-use host::device::{DeviceLimits, Gpu, kernel_names};
+use host::device::{DeviceLimits, Gpu, kernel_names, kernel_names_in};
 use host::gguf::{GgufFile, TensorInfo, is_moe_tensor_name};
 use host::moe::expert::auto;
 use host::moe::model::layer_shape;
@@ -58,7 +58,7 @@ fn build_and_device() -> Result<()> {
             println!(
                 "loaded PTX: sm_{} ({} kernels resolved)",
                 i.ptx_arch,
-                kernel_names().len()
+                kernel_names_in(i.ptx_arch).len()
             );
         }
         Err(e) => println!("{e}"),

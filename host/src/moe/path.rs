@@ -15,6 +15,7 @@ use crate::moe::expert::split::{Product, SplitChoice, SplitPlan};
 use crate::moe::expert::ws::{self, WsOptions};
 use crate::moe::tune::{self, Tuning};
 use crate::problem::MoeShape;
+use crate::ptx;
 
 /// The expert paths of the system.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -70,14 +71,33 @@ impl std::str::FromStr for PathChoice {
 }
 
 /// Whether `path` can run a layer of shape `s` on a device with limits `dev`; the error says
-/// why not.
+/// why not. The MMQ and fused paths need the loaded PTX module to hold their tensor-core
+/// kernels (sm_75 and newer; the sm_60 module holds only the weight-stationary path).
 pub fn eligible(path: ExpertPath, s: &MoeShape, dev: &DeviceLimits) -> Result<()> {
     s.check()?;
     match path {
-        ExpertPath::Mmq => mmq::eligible(s),
-        ExpertPath::Fused => fused::eligible(s, dev),
+        ExpertPath::Mmq => {
+            tensor_cores("the per-group MMQ path", dev)?;
+            mmq::eligible(s)
+        }
+        ExpertPath::Fused => {
+            tensor_cores("the fused path", dev)?;
+            fused::eligible(s, dev)
+        }
         ExpertPath::Ws => ws::eligible(s),
     }
+}
+
+/// Err when the loaded module (`dev.ptx_arch`) has no `mma.sync` kernels for `what`.
+fn tensor_cores(what: &str, dev: &DeviceLimits) -> Result<()> {
+    if ptx::has_mma(dev.ptx_arch) {
+        return Ok(());
+    }
+    Err(Error::Unsupported(format!(
+        "{what} needs tensor cores (sm_{}+); the loaded PTX module is sm_{}",
+        ptx::MMA_MIN_ARCH,
+        dev.ptx_arch
+    )))
 }
 
 /// The paths `--path auto` chooses among, per run by rows per routed expert and per product
@@ -93,6 +113,7 @@ pub fn preferred(s: &MoeShape, dev: &DeviceLimits) -> Vec<ExpertPath> {
 pub fn allowed(s: &MoeShape, dev: &DeviceLimits) -> auto::Allowed {
     auto::Allowed {
         fused: eligible(ExpertPath::Fused, s, dev).is_ok(),
+        mmq: eligible(ExpertPath::Mmq, s, dev).is_ok(),
         ws: eligible(ExpertPath::Ws, s, dev).is_ok(),
     }
 }
@@ -189,10 +210,12 @@ pub fn plan_tuned(
         None
     };
     let pair = (s.gate_up_type, s.down_type);
-    let split: Option<Box<dyn ExpertPlan>> = if eligible(ExpertPath::Mmq, s, &dev).is_err() {
+    let split: Option<Box<dyn ExpertPlan>> = if !ok.mmq && !ok.ws {
         None
     } else {
-        let products = if ok.ws {
+        let products = if !ok.mmq {
+            SplitChoice::Fixed([Product::Ws; 2])
+        } else if ok.ws {
             let t = tuning.clone();
             // The same decision auto's prepare() makes for the run (auto::decide is pure).
             SplitChoice::PerRun(Box::new(move |rows| {
@@ -209,7 +232,7 @@ pub fn plan_tuned(
             WsOptions::from_env(),
         )?))
     };
-    Ok(Box::new(AutoPlan::new(fused, split, tuning, pair, ok.ws)?))
+    Ok(Box::new(AutoPlan::new(fused, split, tuning, pair, ok)?))
 }
 
 #[cfg(test)]
@@ -254,5 +277,42 @@ mod tests {
             ),
             "{why}"
         );
+    }
+
+    /// The limits `Gpu::open_with(Some(60))` gives on any GPU (the sm_60 module loaded): only
+    /// the weight-stationary path may run, and auto takes it.
+    #[test]
+    fn sm60_module_runs_only_the_weight_stationary_path() {
+        let sm60 = DeviceLimits {
+            ptx_arch: 60,
+            ..DeviceLimits::default()
+        };
+        let s = MoeShape::REFERENCE;
+        assert!(eligible(ExpertPath::Ws, &s, &sm60).is_ok());
+        for (p, what) in [
+            (ExpertPath::Mmq, "the per-group MMQ path"),
+            (ExpertPath::Fused, "the fused path"),
+        ] {
+            assert!(eligible(p, &s, &DeviceLimits::default()).is_ok(), "{p:?}");
+            let e = eligible(p, &s, &sm60)
+                .expect_err("refused on sm_60")
+                .to_string();
+            assert_eq!(
+                e,
+                format!("{what} needs tensor cores (sm_75+); the loaded PTX module is sm_60")
+            );
+            assert!(explain(PathChoice::Only(p), &s, &sm60, &Tuning::built_in("test")).is_err());
+        }
+        assert_eq!(preferred(&s, &sm60), [ExpertPath::Ws]);
+        let why =
+            explain(PathChoice::Auto, &s, &sm60, &Tuning::built_in("test")).expect("auto runs ws");
+        assert!(why.starts_with("auto: ws at 1+ rows"), "{why}");
+        // The sm_75 module (the Turing port) has them.
+        let sm75 = DeviceLimits {
+            ptx_arch: 75,
+            ..DeviceLimits::default()
+        };
+        assert!(eligible(ExpertPath::Mmq, &s, &sm75).is_ok());
+        assert!(eligible(ExpertPath::Fused, &s, &sm75).is_ok());
     }
 }

@@ -52,6 +52,7 @@ fn auto_follows_its_table() {
         let mut pfs = vec![Prefill::with_plan(&gpu, &s, cap, plan).expect("pipeline")];
         let allowed = Allowed {
             fused: true,
+            mmq: true,
             ws: true,
         };
         let mut seen = Vec::new();

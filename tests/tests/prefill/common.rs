@@ -56,7 +56,9 @@ pub fn pipelines(gpu: &Gpu, s: &MoeShape, cap: usize) -> Vec<Prefill> {
     };
     pfs.push(split_pipeline(gpu, s, cap, [Product::Ws; 2], fast));
     pfs.push(Prefill::new(gpu, s, cap, PathChoice::Auto).expect("auto pipeline"));
-    assert!(pfs.iter().any(|p| p.path() == ExpertPath::Mmq));
+    if host::ptx::has_mma(gpu.info.ptx_arch) {
+        assert!(pfs.iter().any(|p| p.path() == ExpertPath::Mmq));
+    }
     assert!(pfs.iter().any(|p| p.path() == ExpertPath::Ws));
     pfs
 }

@@ -48,6 +48,8 @@ impl Decision {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Allowed {
     pub fused: bool,
+    /// MMQ products (not on the sm_60 module, which has no tensor-core kernels).
+    pub mmq: bool,
     pub ws: bool,
 }
 
@@ -76,6 +78,10 @@ pub fn decide(tuning: &Tuning, g: WType, d: WType, rows: usize, allowed: Allowed
     if !allowed.ws && products.contains(&Product::Ws) {
         products = products.map(|_| Product::Mmq);
         how.push_str("; weight-stationary products cannot run this layer");
+    }
+    if !allowed.mmq && products.contains(&Product::Mmq) {
+        products = products.map(|_| Product::Ws);
+        how.push_str("; MMQ products cannot run here (no tensor-core kernels in the module)");
     }
     let mut dec = Decision {
         fused,
@@ -127,19 +133,19 @@ pub struct AutoPlan {
     chosen: usize,
     tuning: Arc<Tuning>,
     pair: (WType, WType),
-    ws: bool,
+    allowed: Allowed,
     why: String,
 }
 
 impl AutoPlan {
     /// `split` must pick its products per run with [`decide`] on the same table (path.rs builds
-    /// both); `ws`: whether its weight-stationary products may run.
+    /// both); `allowed`: what may run (its `fused` is ignored: `fused` says it).
     pub fn new(
         fused: Option<Box<dyn ExpertPlan>>,
         split: Option<Box<dyn ExpertPlan>>,
         tuning: Arc<Tuning>,
         pair: (WType, WType),
-        ws: bool,
+        allowed: Allowed,
     ) -> Result<Self> {
         let mut plans = Vec::new();
         let mut add = |p: Option<Box<dyn ExpertPlan>>| {
@@ -161,7 +167,7 @@ impl AutoPlan {
             chosen: split.or(fused).unwrap_or(0),
             tuning,
             pair,
-            ws,
+            allowed,
             why: "no run yet".into(),
         })
     }
@@ -196,7 +202,7 @@ impl ExpertPlan for AutoPlan {
         let rows = rows_per_routed_expert(bounds);
         let allowed = Allowed {
             fused: self.fused.is_some(),
-            ws: self.ws,
+            ..self.allowed
         };
         let d = decide(&self.tuning, self.pair.0, self.pair.1, rows, allowed);
         let want = if d.fused { self.fused } else { self.split };
@@ -248,6 +254,7 @@ mod tests {
     const IQ: WType = WType::Iq2Xxs;
     const ALL: Allowed = Allowed {
         fused: true,
+        mmq: true,
         ws: true,
     };
 
@@ -298,6 +305,7 @@ mod tests {
         );
         let no_fused = Allowed {
             fused: false,
+            mmq: true,
             ws: true,
         };
         let d = decide(&t, Q2, Q2, 10, no_fused);
@@ -309,6 +317,7 @@ mod tests {
         );
         let no_ws = Allowed {
             fused: false,
+            mmq: true,
             ws: false,
         };
         assert_eq!(
@@ -347,6 +356,7 @@ mod tests {
         assert_eq!(decide(&t, IQ, Q2, 30, ALL).label(), "mmq");
         let no_fused = Allowed {
             fused: false,
+            mmq: true,
             ws: true,
         };
         assert_eq!(decide(&t, IQ, Q2, 1, no_fused).label(), "mmq");

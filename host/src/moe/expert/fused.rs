@@ -150,7 +150,7 @@ impl FusedPlan {
                 .op("cuFuncGetAttribute (registers)")?;
             Ok(65_536 / (regs.max(1) as usize * FUSED_THREADS))
         };
-        let reg_caps = [by_regs(&k.fused)?, by_regs(&k.fused_wide)?];
+        let reg_caps = [by_regs(k.fused()?)?, by_regs(k.fused_wide()?)?];
         let widths: Vec<Width> = FUSED_NT
             .iter()
             .zip(reg_caps)
@@ -171,7 +171,7 @@ impl FusedPlan {
                 "the fused path does not fit this device's shared memory".into(),
             ))?;
         let k = gpu.kernels.format(s.gate_up_type)?;
-        for f in [&k.fused, &k.fused_wide] {
+        for f in [k.fused()?, k.fused_wide()?] {
             f.set_attribute(
                 FnAttr::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
                 smem as i32,
@@ -247,9 +247,9 @@ impl ExpertPlan for FusedPlan {
                 shared_mem_bytes: width.smem as u32,
             };
             let (func, name) = if width.nt == 1 {
-                (&k.fused, k.names[2])
+                (k.fused()?, k.names[2])
             } else {
-                (&k.fused_wide, k.names[3])
+                (k.fused_wide()?, k.names[3])
             };
             // SAFETY: weights resident with the layer's shape and readable 16 bytes past their
             // ends (DeviceLayer::upload); xq holds hidden_padded / 128 chunks of n_rows blocks;
@@ -297,6 +297,7 @@ mod tests {
             sm_count: 68,
             max_smem_optin: 64 * 1024,
             smem_per_sm: 64 * 1024,
+            ptx_arch: 75,
         };
         for g in [WType::Q2_0, WType::Iq2Xxs, WType::Iq3S, WType::Q8_0] {
             for d in DOWN_TYPES {

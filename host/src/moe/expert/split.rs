@@ -186,9 +186,9 @@ impl SplitPlan {
                     .expect("mmq tiles exist when mmq may run");
                 (
                     if which == 0 {
-                        &k.gate_up_mmq
+                        k.gate_up_mmq()?
                     } else {
-                        &k.down_mmq
+                        k.down_mmq()?
                     },
                     k.names[which],
                     dptr(t, st),

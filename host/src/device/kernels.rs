@@ -1,0 +1,209 @@
+//! The kernel table: every kernel of the loaded PTX module resolved once into [`Kernels`], and
+//! the names the host expects of each module ([`kernel_names`], [`kernel_names_in`]).
+
+use std::sync::Arc;
+
+use cudarc::driver::{CudaFunction, CudaModule};
+use gpu::layout::WType;
+
+use crate::error::{Error, Result};
+use crate::ptx;
+
+macro_rules! kernels {
+    ($($name:ident),* $(,)?) => {
+        /// Every kernel of the module, resolved at startup: the shared stages by name (in
+        /// every module), the per-format kernels in `formats` (from gpu's format list).
+        pub struct Kernels {
+            $(pub $name: CudaFunction,)*
+            formats: Vec<FormatKernels>,
+        }
+        /// Names of the kernels not tied to a weight format.
+        const COMMON_KERNEL_NAMES: &[&str] = &[$(stringify!($name)),*];
+        impl Kernels {
+            /// Resolves the kernels of `module`, the PTX of target `ptx_arch`.
+            pub(super) fn load(module: &Arc<CudaModule>, ptx_arch: u32) -> Result<Self> {
+                Ok(Kernels {
+                    $($name: load(module, stringify!($name))?,)*
+                    formats: load_formats(module, ptx_arch)?,
+                })
+            }
+        }
+    };
+}
+
+fn load(module: &Arc<CudaModule>, name: &'static str) -> Result<CudaFunction> {
+    module
+        .load_function(name)
+        .map_err(|_| Error::MissingKernel(name))
+}
+
+kernels!(
+    moe_swiglu_quant,
+    moe_swiglu_f32,
+    moe_quantize_q8_1,
+    moe_route,
+    moe_scatter_count,
+    moe_scatter_offsets,
+    moe_scatter_place,
+    moe_scatter_quantize,
+    moe_combine,
+    probe_params_echo,
+    probe_ggml_q8_1,
+    probe_read_bandwidth,
+);
+
+/// The kernels of one weight format (a row of `gpu::for_each_format!`). The weight-stationary
+/// ones are in every module; the tensor-core ones (MMQ and fused, `mma.sync`) only in the
+/// modules of [`ptx::MMA_MIN_ARCH`] and newer, so they are reached through accessors that say
+/// when the loaded module (sm_60) has none.
+pub struct FormatKernels {
+    pub wtype: WType,
+    /// `moe_gate_up_<wtype>_mmq`
+    gate_up_mmq: Option<CudaFunction>,
+    /// `moe_down_<wtype>_mmq`
+    down_mmq: Option<CudaFunction>,
+    /// `moe_experts_<wtype>_fused` (this type as gate/up, 32-row tiles; the down type is a
+    /// parameter)
+    fused: Option<CudaFunction>,
+    /// `moe_experts_<wtype>_fused_wide` (64-row tiles)
+    fused_wide: Option<CudaFunction>,
+    /// `moe_ws_<wtype>_c16`, `_c32`, `_c64`: the weight-stationary product for each tier of
+    /// `gpu::layout::WS_COLS` (either product).
+    pub ws: [CudaFunction; 3],
+    /// `moe_ws_<wtype>_c16_fast`, `_c32_fast` (WS_FAST), for the tiers of
+    /// `gpu::layout::WS_FAST_COLS`.
+    pub ws_fast: [CudaFunction; 2],
+    /// The names, in that order (for errors).
+    pub names: [&'static str; FORMAT_KERNELS],
+    /// The PTX target of the module they were resolved from.
+    ptx_arch: u32,
+}
+
+/// Kernels per weight format.
+pub const FORMAT_KERNELS: usize = 9;
+/// The first `MMA_KERNELS` of a format's kernels (`format_kernel_names`) are its tensor-core
+/// ones (MMQ gate/up and down, fused and fused_wide), absent below [`ptx::MMA_MIN_ARCH`].
+pub const MMA_KERNELS: usize = 4;
+
+impl FormatKernels {
+    /// `moe_gate_up_<wtype>_mmq`; `Error::Unsupported` when the loaded module has none.
+    pub fn gate_up_mmq(&self) -> Result<&CudaFunction> {
+        self.tensor_core(&self.gate_up_mmq, 0)
+    }
+
+    /// `moe_down_<wtype>_mmq`; `Error::Unsupported` when the loaded module has none.
+    pub fn down_mmq(&self) -> Result<&CudaFunction> {
+        self.tensor_core(&self.down_mmq, 1)
+    }
+
+    /// `moe_experts_<wtype>_fused`; `Error::Unsupported` when the loaded module has none.
+    pub fn fused(&self) -> Result<&CudaFunction> {
+        self.tensor_core(&self.fused, 2)
+    }
+
+    /// `moe_experts_<wtype>_fused_wide`; `Error::Unsupported` when the loaded module has none.
+    pub fn fused_wide(&self) -> Result<&CudaFunction> {
+        self.tensor_core(&self.fused_wide, 3)
+    }
+
+    fn tensor_core<'a>(&self, f: &'a Option<CudaFunction>, i: usize) -> Result<&'a CudaFunction> {
+        f.as_ref().ok_or_else(|| {
+            Error::Unsupported(format!(
+                "kernel `{}` is not in the loaded PTX module (sm_{}): the MMQ and fused kernels \
+                 need tensor cores (sm_{}+); that module holds only the weight-stationary path",
+                self.names[i],
+                self.ptx_arch,
+                ptx::MMA_MIN_ARCH
+            ))
+        })
+    }
+}
+
+macro_rules! format_table {
+    ($(($w:ident, $b:ident, $gate_up:ident, $down:ident, $fused:ident, $wide:ident,
+        $c16:ident, $c32:ident, $c64:ident, $fast16:ident, $fast32:ident)),* $(,)?) => {
+        /// Names of the per-format kernels, in list order.
+        const FORMAT_KERNEL_NAMES: &[&str] = &[$(
+            stringify!($gate_up), stringify!($down), stringify!($fused), stringify!($wide),
+            stringify!($c16), stringify!($c32), stringify!($c64), stringify!($fast16),
+            stringify!($fast32)
+        ),*];
+
+        /// The kernel names of format `w` (exhaustive: a type without a row does not compile).
+        pub const fn format_kernel_names(w: WType) -> [&'static str; FORMAT_KERNELS] {
+            match w {
+                $(WType::$w => [
+                    stringify!($gate_up), stringify!($down), stringify!($fused), stringify!($wide),
+                    stringify!($c16), stringify!($c32), stringify!($c64), stringify!($fast16),
+            stringify!($fast32)
+                ],)*
+            }
+        }
+
+        fn load_formats(module: &Arc<CudaModule>, ptx_arch: u32) -> Result<Vec<FormatKernels>> {
+            // Absent from a module without tensor-core kernels; required in every other.
+            let mma = |name| -> Result<Option<CudaFunction>> {
+                if ptx::has_mma(ptx_arch) {
+                    load(module, name).map(Some)
+                } else {
+                    Ok(None)
+                }
+            };
+            Ok(vec![$(FormatKernels {
+                wtype: WType::$w,
+                gate_up_mmq: mma(stringify!($gate_up))?,
+                down_mmq: mma(stringify!($down))?,
+                fused: mma(stringify!($fused))?,
+                fused_wide: mma(stringify!($wide))?,
+                ws: [
+                    load(module, stringify!($c16))?,
+                    load(module, stringify!($c32))?,
+                    load(module, stringify!($c64))?,
+                ],
+                ws_fast: [
+                    load(module, stringify!($fast16))?,
+                    load(module, stringify!($fast32))?,
+                ],
+                names: format_kernel_names(WType::$w),
+                ptx_arch,
+            }),*])
+        }
+    };
+}
+
+gpu::for_each_format!(format_table);
+
+/// Names of every kernel the host may expect in a PTX module (the union over the modules).
+pub fn kernel_names() -> Vec<&'static str> {
+    COMMON_KERNEL_NAMES
+        .iter()
+        .chain(FORMAT_KERNEL_NAMES)
+        .copied()
+        .collect()
+}
+
+/// Names of the kernels the module of PTX target `arch` holds and the host resolves from it:
+/// all of [`kernel_names`] from sm_75 on, all but the MMQ and fused ones below
+/// (tests/tests/ptx.rs checks each module has exactly these of [`kernel_names`]).
+pub fn kernel_names_in(arch: u32) -> Vec<&'static str> {
+    let skip = if ptx::has_mma(arch) { 0 } else { MMA_KERNELS };
+    COMMON_KERNEL_NAMES
+        .iter()
+        .chain(
+            FORMAT_KERNEL_NAMES
+                .chunks(FORMAT_KERNELS)
+                .flat_map(|row| &row[skip..]),
+        )
+        .copied()
+        .collect()
+}
+
+impl Kernels {
+    /// The kernels of weight format `w`.
+    pub fn format(&self, w: WType) -> Result<&FormatKernels> {
+        self.formats
+            .iter()
+            .find(|f| f.wtype == w)
+            .ok_or(Error::MissingKernel(format_kernel_names(w)[0]))
+    }
+}
