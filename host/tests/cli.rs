@@ -450,9 +450,9 @@ fn info_model_lists_layers_and_path_eligibility() {
         "hidden 256, expert FFN 128",
         "expert paths judged with the default limits (DeviceLimits::default()",
         "layers 0-1:\n  gate/up iq2_xxs (separate ffn_gate_exps and ffn_up_exps), down iq4_nl, router f32;",
-        "auto's tune table: built-in NVIDIA H200, provisional; no GPU to look up a measured table for\n",
+        "auto's tune table: built-in NVIDIA H200; no GPU to look up a measured table for\n",
         "  mmq: eligible\n  fused: eligible\n  ws: eligible\n  auto: picks per run among fused, mmq, ws: \
-         fused at 1-29, mmq at 30+ rows per routed expert (table: built-in NVIDIA H200, provisional)\n",
+         fused at 1-30, mmq at 31+ rows per routed expert (table: built-in NVIDIA H200)\n",
         "other tensors (not MoE router or expert tensors): none",
     ]);
 
@@ -465,7 +465,7 @@ fn info_model_lists_layers_and_path_eligibility() {
         "layer 1:\n  gate/up q2_0 (merged ffn_gate_up_exps), down iq2_xxs, router f32;",
         "  mmq: eligible\n  fused: not eligible: the fused path decodes down types q2_0, iq4_nl and q8_0, not iq2_xxs\n",
         "  auto: picks per run among mmq, ws: mmq at 1+ rows per routed expert (table: built-in \
-         NVIDIA H200, provisional)\n",
+         NVIDIA H200)\n",
         "layer 3:\n  gate/up iq2_xxs (separate ffn_gate_exps and ffn_up_exps), down q4_K, router f32;",
         "  cannot run: layer 3: tensor blk.3.ffn_down_exps.weight is q4_K;",
         "other tensors (not MoE router or expert tensors): 6,",

@@ -266,14 +266,14 @@ mod tests {
         );
         assert_eq!(
             explain(PathChoice::Auto, r, &dev, &t).unwrap(),
-            "auto: fused at 1-28, mmq at 29+ rows per routed expert, per run (table: built-in \
-             NVIDIA H200, provisional; no GPU) (mmq eligible; fused eligible; ws eligible)"
+            "auto: fused at 1-27, mmq at 28+ rows per routed expert, per run (table: built-in \
+             NVIDIA H200; no GPU) (mmq eligible; fused eligible; ws eligible)"
         );
         let why = explain(PathChoice::Auto, &iq_down, &dev, &t).unwrap();
         assert!(
             why.starts_with(
-                "auto: mmq at 1+ rows per routed expert, per run (table: built-in NVIDIA H200, \
-                 provisional; no GPU) (mmq eligible; fused not eligible: the fused path decodes"
+                "auto: mmq at 1+ rows per routed expert, per run (table: built-in NVIDIA H200; no \
+                 GPU) (mmq eligible; fused not eligible: the fused path decodes"
             ),
             "{why}"
         );

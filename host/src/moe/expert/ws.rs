@@ -35,9 +35,23 @@ impl WsOptions {
         }
     }
 
-    /// The tier of a run with `rows` rows per routed expert.
+    /// The tier of a run with `rows` rows per routed expert: the forced one, else with WS_FAST
+    /// the 32-row tier (its `_fast` kernel), else [`tier`]'s. Measured on the H200 (IQ4_NL down,
+    /// reference shape, BENCHMARKS.md): the 32-row `_fast` kernel (96 registers) is 15-18 %
+    /// faster than the 16-row default (80) at 15-80 rows per routed expert and 17-19 % faster
+    /// than the 32-row default (124); the 16-row `_fast` kernel gains only 4-5 %. Below 16 rows
+    /// both tiers make the same tiles.
     pub fn tier_for(&self, rows: usize) -> usize {
-        self.tier.unwrap_or_else(|| tier(rows))
+        self.tier.unwrap_or_else(|| {
+            if self.fast {
+                WS_COLS
+                    .iter()
+                    .position(|&c| c == WS_FAST_COLS[1])
+                    .unwrap_or(0)
+            } else {
+                tier(rows)
+            }
+        })
     }
 }
 
@@ -94,6 +108,12 @@ mod tests {
             tier: Some(2),
         };
         assert_eq!(o.tier_for(3), 2);
+        let fast = WsOptions {
+            fast: true,
+            tier: None,
+        };
+        assert_eq!(WS_COLS[fast.tier_for(3)], 32);
+        assert_eq!(WS_COLS[WsOptions::default().tier_for(300)], 16);
         assert!(eligible(&MoeShape::REFERENCE).is_ok());
     }
 }

@@ -295,13 +295,24 @@ mod tests {
     }
 
     #[test]
-    fn built_in_table_parses_and_is_provisional() {
+    fn built_in_table_parses_and_is_measured() {
         let t = TuneTable::parse(BUILT_IN).expect("the built-in table parses");
-        assert_eq!(t.key.build, PROVISIONAL_BUILD);
-        assert!(t.has_pair(WType::Q2_0, WType::Q2_0));
+        assert_ne!(t.key.build, PROVISIONAL_BUILD);
+        for g in [
+            WType::Iq2Xxs,
+            WType::Iq2Xs,
+            WType::Iq2S,
+            WType::Iq3Xxs,
+            WType::Iq3S,
+            WType::Q2_0,
+        ] {
+            for d in [WType::Q2_0, WType::Iq4Nl, WType::Q8_0] {
+                assert!(t.has_pair(g, d), "{}/{}", g.name(), d.name());
+            }
+        }
         let b = Tuning::built_in("why");
-        assert_eq!(b.source, "built-in NVIDIA H200, provisional");
-        assert_eq!(b.describe(), "built-in NVIDIA H200, provisional; why");
+        assert_eq!(b.source, "built-in NVIDIA H200");
+        assert_eq!(b.describe(), "built-in NVIDIA H200; why");
     }
 
     #[test]
