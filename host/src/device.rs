@@ -75,10 +75,31 @@ pub fn driver_present() -> bool {
 /// Environment variable naming a PTX file to load instead of the embedded module.
 pub const PTX_OVERRIDE_VAR: &str = "MOE_PTX_FILE";
 
+/// Environment variable choosing one of the embedded PTX modules by target (`60`, `75`, `80`,
+/// `90`, or `sm_75` style) instead of the newest the device runs: to time the Turing port or the
+/// sm_60 module on a newer GPU. [`Gpu::open`] honours it; `open_with` does not.
+pub const PTX_ARCH_VAR: &str = "MOE_PTX_ARCH";
+
+/// The module target `MOE_PTX_ARCH` asks for, if set; an error names a value that is not one.
+fn arch_from_env() -> Result<Option<u32>> {
+    let Some(v) = std::env::var_os(PTX_ARCH_VAR) else {
+        return Ok(None);
+    };
+    let v = v.to_string_lossy();
+    let n = v.trim().trim_start_matches("sm_").parse::<u32>().ok();
+    match n.filter(|a| crate::ptx::module(*a).is_some()) {
+        Some(a) => Ok(Some(a)),
+        None => Err(Error::Unsupported(format!(
+            "{PTX_ARCH_VAR}={v:?} is not a built PTX target; built: {:?}",
+            crate::ptx::MODULES.iter().map(|m| m.0).collect::<Vec<_>>()
+        ))),
+    }
+}
+
 impl Gpu {
     /// Opens device 0: `Error::NoGpu` when there is no driver or no device.
     pub fn open() -> Result<Gpu> {
-        Self::open_with(None)
+        Self::open_with(arch_from_env()?)
     }
 
     /// Opens device 0 with the PTX module of target `arch` (60, 75, 80, 90) instead of the newest
