@@ -6,16 +6,8 @@ use cudarc::driver::CudaSlice;
 use host::device::Gpu;
 pub use host::rng::Rng;
 
-/// The gate/up formats of the parity matrix (issue 4): the six this project targets.
-pub const GATE_UP_TYPES: [gpu::layout::WType; 6] = {
-    use gpu::layout::WType::*;
-    [Q2_0, Iq2Xxs, Iq2Xs, Iq2S, Iq3Xxs, Iq3S]
-};
-/// The down formats of the parity matrix.
-pub const DOWN_TYPES: [gpu::layout::WType; 3] = {
-    use gpu::layout::WType::*;
-    [Q2_0, Iq4Nl, Q8_0]
-};
+/// The formats of the parity matrix: the project's 18 target pairs.
+pub use host::problem::{DOWN_TYPES, GATE_UP_TYPES};
 
 /// The byte every output is filled with before a run: unwritten bytes then differ from the
 /// reference (which never produces this pattern in a full q8_1 block or an f32 of 0xa5a5a5a5).

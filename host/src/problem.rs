@@ -21,6 +21,18 @@ pub struct MoeShape {
     pub down_type: WType,
 }
 
+/// The gate/up formats of the project's 18 target pairs (README, "the 18 pairs").
+pub const GATE_UP_TYPES: [WType; 6] = [
+    WType::Iq2Xxs,
+    WType::Iq2Xs,
+    WType::Iq2S,
+    WType::Iq3Xxs,
+    WType::Iq3S,
+    WType::Q2_0,
+];
+/// The down formats of the 18 target pairs (those that run at the reference FFN of 640).
+pub const DOWN_TYPES: [WType; 3] = [WType::Q2_0, WType::Iq4Nl, WType::Q8_0];
+
 impl MoeShape {
     /// The reference shape: E = 512, top-10, hidden 2560, FFN 640, the canonical Q2_0 pack.
     pub const REFERENCE: MoeShape = MoeShape {

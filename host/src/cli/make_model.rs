@@ -3,7 +3,6 @@
 use std::path::PathBuf;
 
 use clap::Args;
-use host::problem::MoeShape;
 
 #[derive(Args, Clone)]
 pub struct MakeModelArgs {
@@ -19,28 +18,17 @@ pub struct MakeModelArgs {
     /// One merged gate_up tensor per layer instead of two.
     #[arg(long)]
     pub merged: bool,
-    #[arg(long, default_value_t = 512)]
-    pub experts: usize,
-    #[arg(long, default_value_t = 10)]
-    pub top_k: usize,
-    #[arg(long, default_value_t = 2560)]
-    pub hidden: usize,
-    #[arg(long, default_value_t = 640)]
-    pub ffn: usize,
+    #[command(flatten)]
+    pub shape: super::ShapeArgs,
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
 }
 
 pub fn run(a: &MakeModelArgs) -> host::Result<()> {
-    let s = MoeShape {
-        n_experts: a.experts,
-        top_k: a.top_k,
-        hidden: a.hidden,
-        ffn: a.ffn,
-        gate_up_type: super::prefill::wtype(&a.gate_up)?,
-        down_type: super::prefill::wtype(&a.down)?,
-    };
-    s.check()?;
+    let s = a.shape.shape(
+        super::prefill::wtype(&a.gate_up)?,
+        super::prefill::wtype(&a.down)?,
+    )?;
     let t = std::time::Instant::now();
     host::moe::model::write_synthetic_model(&a.out, &s, a.layers, a.merged, a.seed)?;
     println!(

@@ -11,6 +11,53 @@ pub mod tune;
 pub mod ws_down;
 
 use host::device::Gpu;
+use host::problem::MoeShape;
+
+/// The shape flags of a synthetic layer (default: the reference shape), shared by the commands
+/// that build one.
+#[derive(clap::Args, Clone, Copy, Debug)]
+pub struct ShapeArgs {
+    /// Experts of the synthetic layer (small values give a layer a sanitizer runs in seconds).
+    #[arg(long, default_value_t = MoeShape::REFERENCE.n_experts)]
+    pub experts: usize,
+    /// Experts per token.
+    #[arg(long, default_value_t = MoeShape::REFERENCE.top_k)]
+    pub top_k: usize,
+    /// Model width (gate/up K, down N).
+    #[arg(long, default_value_t = MoeShape::REFERENCE.hidden)]
+    pub hidden: usize,
+    /// Expert FFN width.
+    #[arg(long, default_value_t = MoeShape::REFERENCE.ffn)]
+    pub ffn: usize,
+}
+
+impl ShapeArgs {
+    /// The reference shape's sizes (the flags' defaults).
+    pub const REFERENCE: ShapeArgs = ShapeArgs {
+        experts: MoeShape::REFERENCE.n_experts,
+        top_k: MoeShape::REFERENCE.top_k,
+        hidden: MoeShape::REFERENCE.hidden,
+        ffn: MoeShape::REFERENCE.ffn,
+    };
+
+    /// The shape with these sizes and weight types, checked.
+    pub fn shape(
+        &self,
+        gate_up_type: gpu::layout::WType,
+        down_type: gpu::layout::WType,
+    ) -> host::Result<MoeShape> {
+        let s = MoeShape {
+            n_experts: self.experts,
+            top_k: self.top_k,
+            hidden: self.hidden,
+            ffn: self.ffn,
+            gate_up_type,
+            down_type,
+        };
+        s.check()?;
+        Ok(s)
+    }
+}
 use host::timing::{copy_bandwidth, read_bandwidth};
 
 /// An open GPU and its measured bandwidths, opened and measured once per command.

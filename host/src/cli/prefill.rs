@@ -41,18 +41,8 @@ pub struct PrefillArgs {
     /// Down weight type of the synthetic layer.
     #[arg(long, default_value = "q2_0")]
     pub down: String,
-    /// Experts of the synthetic layer (small values give a layer a sanitizer runs in seconds).
-    #[arg(long, default_value_t = MoeShape::REFERENCE.n_experts)]
-    pub experts: usize,
-    /// Experts per token of the synthetic layer.
-    #[arg(long, default_value_t = MoeShape::REFERENCE.top_k)]
-    pub top_k: usize,
-    /// Model width (gate/up K, down N) of the synthetic layer.
-    #[arg(long, default_value_t = MoeShape::REFERENCE.hidden)]
-    pub hidden: usize,
-    /// Expert FFN width of the synthetic layer.
-    #[arg(long, default_value_t = MoeShape::REFERENCE.ffn)]
-    pub ffn: usize,
+    #[command(flatten)]
+    pub shape: super::ShapeArgs,
     /// Routing of the synthetic layer: uniform, skewed (lognormal sigma 1.0), flat (every
     /// expert the same row count), or router.
     #[arg(long, default_value = "uniform")]
@@ -81,16 +71,7 @@ pub fn wtype(name: &str) -> Result<WType> {
 
 /// The synthetic layer's shape from the arguments, checked.
 pub fn synthetic_shape(a: &PrefillArgs) -> Result<MoeShape> {
-    let s = MoeShape {
-        n_experts: a.experts,
-        top_k: a.top_k,
-        hidden: a.hidden,
-        ffn: a.ffn,
-        gate_up_type: wtype(&a.gate_up)?,
-        down_type: wtype(&a.down)?,
-    };
-    s.check()?;
-    Ok(s)
+    a.shape.shape(wtype(&a.gate_up)?, wtype(&a.down)?)
 }
 
 /// `--path`, parsed.

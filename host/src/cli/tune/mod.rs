@@ -27,16 +27,7 @@ mod measure;
 
 use measure::{Point, columns, measure, routed_rows};
 
-/// The project's 18 target pairs (README, "The 18 pairs"): gate/up types x down types.
-const GATE_UP_TYPES: [WType; 6] = [
-    WType::Iq2Xxs,
-    WType::Iq2Xs,
-    WType::Iq2S,
-    WType::Iq3Xxs,
-    WType::Iq3S,
-    WType::Q2_0,
-];
-const DOWN_TYPES: [WType; 3] = [WType::Q2_0, WType::Iq4Nl, WType::Q8_0];
+use host::problem::{DOWN_TYPES, GATE_UP_TYPES};
 
 #[derive(Args, Clone)]
 pub struct TuneArgs {
@@ -48,18 +39,8 @@ pub struct TuneArgs {
     /// top-k tokens.
     #[arg(long, value_delimiter = ',', default_values_t = [2usize, 5, 10, 20, 40, 80, 160, 320])]
     pub rows: Vec<usize>,
-    /// Experts of the synthetic layers.
-    #[arg(long, default_value_t = MoeShape::REFERENCE.n_experts)]
-    pub experts: usize,
-    /// Experts per token.
-    #[arg(long, default_value_t = MoeShape::REFERENCE.top_k)]
-    pub top_k: usize,
-    /// Model width (gate/up K, down N).
-    #[arg(long, default_value_t = MoeShape::REFERENCE.hidden)]
-    pub hidden: usize,
-    /// Expert FFN width.
-    #[arg(long, default_value_t = MoeShape::REFERENCE.ffn)]
-    pub ffn: usize,
+    #[command(flatten)]
+    pub shape: crate::cli::ShapeArgs,
     /// Timed runs per ladder point and path (the table keeps the median), after 2 warm-up runs.
     #[arg(long, default_value_t = 10)]
     pub runs: usize,
@@ -99,18 +80,9 @@ fn plan(a: &TuneArgs) -> Result<Plan> {
     let shapes = pairs
         .into_iter()
         .map(|(g, d)| {
-            let s = MoeShape {
-                n_experts: a.experts,
-                top_k: a.top_k,
-                hidden: a.hidden,
-                ffn: a.ffn,
-                gate_up_type: g,
-                down_type: d,
-            };
-            s.check().map_err(|e| {
-                Error::Unsupported(format!("--pairs: {}/{}: {e}", g.name(), d.name()))
-            })?;
-            Ok(s)
+            a.shape
+                .shape(g, d)
+                .map_err(|e| Error::Unsupported(format!("--pairs: {}/{}: {e}", g.name(), d.name())))
         })
         .collect::<Result<Vec<_>>>()?;
     let mut rows = a.rows.clone();
@@ -122,11 +94,11 @@ fn plan(a: &TuneArgs) -> Result<Plan> {
     let ladder = rows
         .into_iter()
         .map(|r| {
-            let t = r * a.experts / a.top_k;
+            let t = r * a.shape.experts / a.shape.top_k;
             if r == 0 || t == 0 {
                 return Err(Error::Unsupported(format!(
                     "--rows {r}: {t} tokens at E={} top-{}; every point needs at least one",
-                    a.experts, a.top_k
+                    a.shape.experts, a.shape.top_k
                 )));
             }
             Ok((r, t))

@@ -147,6 +147,28 @@ pub fn check_rows(what: &str, n_rows: usize, cap_rows: usize) -> Result<()> {
     Ok(())
 }
 
+/// Checks one product's shape (`n` output features, `k` values per row) against the limits of a
+/// kernel family with `rows` output features per CTA along grid.y and 128-value K steps; `what`
+/// names the kernel.
+pub fn check_product(what: &str, n: usize, k: usize, rows: usize) -> Result<()> {
+    if n == 0 || !n.is_multiple_of(rows) || n / rows > 65_535 {
+        return Err(crate::error::shape(
+            format!("{what}: output features"),
+            n,
+            format!("a positive multiple of {rows}, at most {}", rows * 65_535),
+        ));
+    }
+    let step = gpu::layout::MMQ_KSTEP;
+    if k == 0 || !k.is_multiple_of(step) || k > u32::MAX as usize {
+        return Err(crate::error::shape(
+            format!("{what}: K"),
+            k,
+            format!("a positive multiple of {step}"),
+        ));
+    }
+    Ok(())
+}
+
 /// Upper bound of the tile count for `n_rows` rows over `n_experts` experts, `width` per tile.
 pub fn max_tiles(n_rows: usize, n_experts: usize, width: usize) -> usize {
     n_rows.div_ceil(width) + n_experts
@@ -173,6 +195,9 @@ mod tests {
             assert_eq!((t.expert, t.col_start, t.n_cols), w);
         }
         assert!(t.len() <= max_tiles(200, 5, 64));
+        assert!(check_product("x", 1280, 2560, 128).is_ok());
+        assert!(check_product("x", 1000, 2560, 128).is_err());
+        assert!(check_product("x", 1280, 100, 128).is_err());
         let big = tiles_from_bounds(&bounds, 32, true);
         let order: Vec<u32> = big.iter().map(|t| t.expert).collect();
         assert_eq!(order, [1, 1, 1, 1, 1, 4, 4, 4, 3]);

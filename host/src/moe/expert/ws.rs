@@ -2,9 +2,10 @@
 //! row, 128 rows per CTA, integer arithmetic only. The plan that runs them is the split plan
 //! (split.rs), alone (`--path ws`) or product by product beside MMQ (`--path auto`).
 
-use gpu::layout::{MMQ_KSTEP, WS_COLS, WS_FAST_COLS, WS_ROWS};
+use gpu::layout::{WS_COLS, WS_FAST_COLS, WS_ROWS};
 
-use crate::error::{Result, shape};
+use super::check_product;
+use crate::error::Result;
 use crate::problem::MoeShape;
 
 /// Environment variable that turns WS_FAST on (`1`): both products run the `_fast` kernel of
@@ -55,25 +56,10 @@ impl WsOptions {
     }
 }
 
-/// Checks a product's shape against the weight-stationary kernels' limits.
-pub fn check_product(what: &str, n: usize, k: usize) -> Result<()> {
-    if n == 0 || !n.is_multiple_of(WS_ROWS) || n / WS_ROWS > 65_535 {
-        return Err(shape(
-            format!("{what}: output features"),
-            n,
-            "a positive multiple of 128, at most 8,388,480",
-        ));
-    }
-    if k == 0 || !k.is_multiple_of(MMQ_KSTEP) || k > u32::MAX as usize {
-        return Err(shape(format!("{what}: K"), k, "a positive multiple of 128"));
-    }
-    Ok(())
-}
-
 /// Why the weight-stationary path cannot run this shape, if it cannot.
 pub fn eligible(s: &MoeShape) -> Result<()> {
-    check_product("moe_ws (gate/up)", 2 * s.ffn, s.hidden)?;
-    check_product("moe_ws (down)", s.hidden, s.ffn)
+    check_product("moe_ws (gate/up)", 2 * s.ffn, s.hidden, WS_ROWS)?;
+    check_product("moe_ws (down)", s.hidden, s.ffn, WS_ROWS)
 }
 
 /// The tier (index into `WS_COLS`) for a run with `rows` rows per routed expert: the 16-row

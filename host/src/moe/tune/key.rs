@@ -298,15 +298,8 @@ mod tests {
     fn built_in_table_parses_and_is_measured() {
         let t = TuneTable::parse(BUILT_IN).expect("the built-in table parses");
         assert_ne!(t.key.build, PROVISIONAL_BUILD);
-        for g in [
-            WType::Iq2Xxs,
-            WType::Iq2Xs,
-            WType::Iq2S,
-            WType::Iq3Xxs,
-            WType::Iq3S,
-            WType::Q2_0,
-        ] {
-            for d in [WType::Q2_0, WType::Iq4Nl, WType::Q8_0] {
+        for g in crate::problem::GATE_UP_TYPES {
+            for d in crate::problem::DOWN_TYPES {
                 assert!(t.has_pair(g, d), "{}/{}", g.name(), d.name());
             }
         }
