@@ -16,6 +16,7 @@ extern crate std;
 
 pub mod formats;
 pub mod layout;
+pub mod pairs;
 pub mod quant;
 pub mod tables;
 

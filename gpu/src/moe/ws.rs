@@ -6,7 +6,7 @@
 //! Block: `WS_THREADS` (128) threads, thread r owning weight row `128 y + r`.
 //! K loop: steps of 128 values (one D4 activation block per row). The CTA packs the step's
 //! activations of its rows in pairs into shared memory - word `x0 + x1 * 2^20` per K value (see
-//! `layout::WS_PAIR_SHIFT`) - with their scales; then each thread, for each 32-value group of
+//! `gpu::pairs`, tested on the host) - with their scales; then each thread, for each 32-value group of
 //! its row in ascending K, decodes the group once (the shared decoders of `gpu::formats`, bytes
 //! sign-extended with `prmt`), and for every pair of rows sums the 32 products with one
 //! `mad.wide.s32` per value and splits the 64-bit sum into the two rows' exact int32 sums.
@@ -23,7 +23,8 @@ use crate::formats::WeightBlock;
 use crate::layout::{
     BlockIq2S, BlockIq2Xs, BlockIq2Xxs, BlockIq3S, BlockIq3Xxs, BlockIq4Nl, BlockQ2_0, BlockQ8_0,
 };
-use crate::layout::{MMQ_KSTEP, MmqParams, MmqTile, WS_PAIR_SHIFT, WS_ROWS, ws_scales_offset};
+use crate::layout::{MMQ_KSTEP, MmqParams, MmqTile, WS_ROWS, ws_scales_offset};
+use crate::pairs::{pack_pair, split_pair};
 use crate::ptx::{
     ctaid_x, ctaid_y, ld_nc_v4_u32, ld_shared_f32, ld_shared_v2_f32, ld_shared_v4_u32,
     mad_wide_s32, prmt, smem_base, st_shared_u32, st_shared_v4, sync_threads, tid_x,
@@ -37,14 +38,6 @@ const PAIR_BYTES: u32 = (MMQ_KSTEP * 4) as u32;
 #[inline(always)]
 fn sbyte(v: u32, i: u32) -> i32 {
     prmt(v, 0, i | (8 | i) << 4 | (8 | i) << 8 | (8 | i) << 12) as i32
-}
-
-/// Splits a pair's 64-bit sum `x0-sum + 2^20 x1-sum` into the two exact int32 sums.
-#[inline(always)]
-fn split_pair(s: i64) -> (i32, i32) {
-    let lo = ((s as i32) << (32 - WS_PAIR_SHIFT)) >> (32 - WS_PAIR_SHIFT);
-    let hi = ((s - lo as i64) >> WS_PAIR_SHIFT) as i32;
-    (lo, hi)
 }
 
 /// Packs the tile's activations of K step `ks` into pair words, and their scales, in shared
@@ -84,7 +77,7 @@ unsafe fn stage<const COLS: usize>(
             unroll!(i in [0, 1, 2, 3] {
                 let x0 = sbyte(a[j], i as u32);
                 let x1 = sbyte(b[j], i as u32);
-                wv[i] = x1.wrapping_mul(1 << WS_PAIR_SHIFT).wrapping_add(x0) as u32;
+                wv[i] = pack_pair(x0, x1) as u32;
             });
             // SAFETY: inside the pair area (pair < COLS / 2, 16 j + 64 piece < 512).
             unsafe { st_shared_v4(smem + pair * PAIR_BYTES + piece * 64 + 16 * j as u32, wv) };
