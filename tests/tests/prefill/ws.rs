@@ -81,7 +81,8 @@ fn ws_tiers_fast_and_mixes_small() {
     }
 }
 
-/// The reference shape for three pairs at T = 37, 512 and 1638 (32 rows per expert when flat).
+/// The reference shape for three pairs at T = 37 and 512 under the four routings, and 1638
+/// flat (32 rows per expert).
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn ws_tiers_fast_and_mixes_reference_shape() {
@@ -101,7 +102,12 @@ fn ws_tiers_fast_and_mixes_reference_shape() {
         let dev = DeviceLayer::upload(&gpu, &layer.weights(), &s).expect("upload");
         let mut pfs = ws_pipelines(&gpu, &s, 1638);
         for t in [37, 512, 1638] {
-            for (name, r) in routings(&s, t, sd) {
+            // At 1638 tokens only the flat routing (32 rows per expert: full 32-row tiles); the
+            // CPU reference of the others would double the test's time for no new tile shape.
+            let rs = routings(&s, t, sd)
+                .into_iter()
+                .filter(|(name, _)| t < 1638 || name == "Flat");
+            for (name, r) in rs {
                 let label = format!("ws reference {}/{} {name} T={t}", g.name(), d.name());
                 check(&gpu, &label, &layer, &dev, &mut pfs, &r, sd ^ 13 ^ t as u64);
             }
