@@ -107,7 +107,75 @@ macro_rules! fall_through_16 {
     ($np:expr, |$pr:ident| $e:expr) => {{
         #[allow(clippy::unused_unit)]
         let mut run = |$pr: usize| $e;
-        'none: { 'p0: { 'p1: { 'p2: { 'p3: { 'p4: { 'p5: { 'p6: { 'p7: { 'p8: { 'p9: { 'p10: { 'p11: { 'p12: { 'p13: { 'p14: { 'p15: { match $np { 16 => break 'p15, 15 => break 'p14, 14 => break 'p13, 13 => break 'p12, 12 => break 'p11, 11 => break 'p10, 10 => break 'p9, 9 => break 'p8, 8 => break 'p7, 7 => break 'p6, 6 => break 'p5, 5 => break 'p4, 4 => break 'p3, 3 => break 'p2, 2 => break 'p1, 1 => break 'p0, _ => break 'none, } } run(15); } run(14); } run(13); } run(12); } run(11); } run(10); } run(9); } run(8); } run(7); } run(6); } run(5); } run(4); } run(3); } run(2); } run(1); } run(0); }
+        'none: {
+            'p0: {
+                'p1: {
+                    'p2: {
+                        'p3: {
+                            'p4: {
+                                'p5: {
+                                    'p6: {
+                                        'p7: {
+                                            'p8: {
+                                                'p9: {
+                                                    'p10: {
+                                                        'p11: {
+                                                            'p12: {
+                                                                'p13: {
+                                                                    'p14: {
+                                                                        'p15: {
+                                                                            match $np {
+                                                                                16 => break 'p15,
+                                                                                15 => break 'p14,
+                                                                                14 => break 'p13,
+                                                                                13 => break 'p12,
+                                                                                12 => break 'p11,
+                                                                                11 => break 'p10,
+                                                                                10 => break 'p9,
+                                                                                9 => break 'p8,
+                                                                                8 => break 'p7,
+                                                                                7 => break 'p6,
+                                                                                6 => break 'p5,
+                                                                                5 => break 'p4,
+                                                                                4 => break 'p3,
+                                                                                3 => break 'p2,
+                                                                                2 => break 'p1,
+                                                                                1 => break 'p0,
+                                                                                _ => break 'none,
+                                                                            }
+                                                                        }
+                                                                        run(15);
+                                                                    }
+                                                                    run(14);
+                                                                }
+                                                                run(13);
+                                                            }
+                                                            run(12);
+                                                        }
+                                                        run(11);
+                                                    }
+                                                    run(10);
+                                                }
+                                                run(9);
+                                            }
+                                            run(8);
+                                        }
+                                        run(7);
+                                    }
+                                    run(6);
+                                }
+                                run(5);
+                            }
+                            run(4);
+                        }
+                        run(3);
+                    }
+                    run(2);
+                }
+                run(1);
+            }
+            run(0);
+        }
     }};
 }
 

@@ -106,6 +106,17 @@ impl FormatKernels {
         self.tensor_core(&self.fused_wide, 3)
     }
 
+    /// The weight-stationary kernel of tier `tier` (index into `gpu::layout::WS_COLS`), or its
+    /// `_fast` form where `fast` is `Some(i)` (index into `gpu::layout::WS_FAST_COLS`), with its
+    /// name.
+    pub fn ws_kernel(&self, tier: usize, fast: Option<usize>) -> (&CudaFunction, &'static str) {
+        const WS: usize = MMA_KERNELS;
+        match fast {
+            Some(f) => (&self.ws_fast[f], self.names[WS + self.ws.len() + f]),
+            None => (&self.ws[tier], self.names[WS + tier]),
+        }
+    }
+
     fn tensor_core<'a>(&self, f: &'a Option<CudaFunction>, i: usize) -> Result<&'a CudaFunction> {
         f.as_ref().ok_or_else(|| {
             Error::Unsupported(format!(
@@ -205,5 +216,35 @@ impl Kernels {
             .iter()
             .find(|f| f.wtype == w)
             .ok_or(Error::MissingKernel(format_kernel_names(w)[0]))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn name_slots_follow_the_format_list() {
+        // `tensor_core` and `ws_kernel` index the names by these slots.
+        let n = format_kernel_names(WType::Q2_0);
+        assert_eq!(
+            &n[..MMA_KERNELS],
+            [
+                "moe_gate_up_q2_0_mmq",
+                "moe_down_q2_0_mmq",
+                "moe_experts_q2_0_fused",
+                "moe_experts_q2_0_fused_wide"
+            ]
+        );
+        assert_eq!(
+            &n[MMA_KERNELS..],
+            [
+                "moe_ws_q2_0_c16",
+                "moe_ws_q2_0_c32",
+                "moe_ws_q2_0_c64",
+                "moe_ws_q2_0_c16_fast",
+                "moe_ws_q2_0_c32_fast"
+            ]
+        );
     }
 }

@@ -161,22 +161,23 @@ pub fn plan(
 ) -> Result<Box<dyn ExpertPlan>> {
     eligible(path, s, &gpu.limits())?;
     Ok(match path {
-        ExpertPath::Mmq => Box::new(SplitPlan::new(
-            gpu,
-            s,
-            cap_rows,
-            SplitChoice::Fixed([Product::Mmq; 2]),
-            WsOptions::default(),
-        )?),
+        ExpertPath::Mmq => split_plan(gpu, s, cap_rows, [Product::Mmq; 2], WsOptions::default())?,
         ExpertPath::Fused => Box::new(FusedPlan::new(gpu, s, cap_rows)?),
-        ExpertPath::Ws => Box::new(SplitPlan::new(
-            gpu,
-            s,
-            cap_rows,
-            SplitChoice::Fixed([Product::Ws; 2]),
-            WsOptions::from_env(),
-        )?),
+        ExpertPath::Ws => split_plan(gpu, s, cap_rows, [Product::Ws; 2], WsOptions::from_env())?,
     })
+}
+
+/// A split plan whose products (gate/up, down) are fixed to `products`, the weight-stationary
+/// ones run with `ws`: the mmq and ws paths, and mixes and options for tests and measurements.
+pub fn split_plan(
+    gpu: &Gpu,
+    s: &MoeShape,
+    cap_rows: usize,
+    products: [Product; 2],
+    ws: WsOptions,
+) -> Result<Box<dyn ExpertPlan>> {
+    let choice = SplitChoice::Fixed(products);
+    Ok(Box::new(SplitPlan::new(gpu, s, cap_rows, choice, ws)?))
 }
 
 /// The plan of a choice: the forced path's, or for auto the fused plan (where eligible) and a

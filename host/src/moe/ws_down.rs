@@ -9,9 +9,10 @@ use gpu::layout::WType;
 
 use crate::device::Gpu;
 use crate::error::{Error, Result};
-use crate::moe::expert::split::{Product, SplitChoice, SplitPlan};
+use crate::moe::expert::split::Product;
 use crate::moe::expert::ws::WsOptions;
 use crate::moe::layer::DeviceLayer;
+use crate::moe::path::split_plan;
 use crate::moe::prefill::{Prefill, RoutingInput};
 use crate::problem::MoeShape;
 use crate::synth::{self, Popularity, SyntheticLayer};
@@ -69,9 +70,9 @@ impl<'a> WsDownCase<'a> {
         let r = synth::routing(n_tokens, s.n_experts, s.top_k, pop, seed ^ n_tokens as u64);
         let pipe = |fast: bool| -> Result<Prefill> {
             let o = WsOptions { fast, tier };
-            let choice = SplitChoice::Fixed([Product::Mmq, Product::Ws]);
-            let plan = SplitPlan::new(gpu, &s, n_tokens * s.top_k, choice, o)?;
-            let mut pf = Prefill::with_plan(gpu, &s, n_tokens, Box::new(plan))?;
+            let products = [Product::Mmq, Product::Ws];
+            let plan = split_plan(gpu, &s, n_tokens * s.top_k, products, o)?;
+            let mut pf = Prefill::with_plan(gpu, &s, n_tokens, plan)?;
             pf.upload_routing(gpu, &r)?;
             Ok(pf)
         };

@@ -3,7 +3,7 @@
 
 use gpu::layout::WType;
 use host::device::Gpu;
-use host::moe::expert::split::{Product, SplitChoice, SplitPlan};
+use host::moe::expert::split::Product;
 use host::moe::expert::ws::WsOptions;
 use host::moe::layer::DeviceLayer;
 use host::moe::path::{self, ExpertPath, PathChoice};
@@ -36,9 +36,8 @@ pub fn split_pipeline(
     products: [Product; 2],
     ws: WsOptions,
 ) -> Prefill {
-    let plan = SplitPlan::new(gpu, s, cap * s.top_k, SplitChoice::Fixed(products), ws)
-        .expect("split plan");
-    Prefill::with_plan(gpu, s, cap, Box::new(plan)).expect("pipeline")
+    let plan = path::split_plan(gpu, s, cap * s.top_k, products, ws).expect("split plan");
+    Prefill::with_plan(gpu, s, cap, plan).expect("pipeline")
 }
 
 /// One pipeline per expert path that can run `s` here (MMQ and weight-stationary always; fused

@@ -199,10 +199,9 @@ impl SplitPlan {
                     .tiles_ws
                     .as_ref()
                     .expect("ws tiles exist when ws may run");
-                match ws::fast_index(self.ws_tier).filter(|_| self.ws.fast) {
-                    Some(f) => (&k.ws_fast[f], k.names[7 + f], dptr(t, st)),
-                    None => (&k.ws[self.ws_tier], k.names[4 + self.ws_tier], dptr(t, st)),
-                }
+                let fast = ws::fast_index(self.ws_tier).filter(|_| self.ws.fast);
+                let (f, name) = k.ws_kernel(self.ws_tier, fast);
+                (f, name, dptr(t, st))
             }
         })
     }
