@@ -52,6 +52,110 @@ pub const MMQ_SMEM_B: usize = MMQ_COLS * MMQ_SMEM_ROW;
 pub const MMQ_SMEM_BYTES: usize = MMQ_SMEM_A + MMQ_SMEM_SCALES + MMQ_SMEM_B;
 const _: () = assert!(MMQ_SMEM_BYTES <= 48 * 1024);
 
+/// Shared-memory budget of one pipelined MMQ CTA (gpu/src/moe/mmq/pipe.rs): two CTAs per SM
+/// on sm_90 (228 KB per SM, of which the driver reserves 1 KB per CTA). The stage count of
+/// each weight type is the most that fit it ([`MmqPipeSmem`]).
+pub const MMQ_PIPE_SMEM_BUDGET: usize = 113 * 1024;
+/// The most raw stages of the pipelined MMQ kernel's copy ring.
+pub const MMQ_PIPE_MAX_STAGES: usize = 4;
+
+/// Where tile row `r` keeps its scale: a lane of warp row `wm` needs rows
+/// `32 wm + 16 mt + 8 h + g` (mt, h in 0..2) for its two 16-row fragments, so they sit side by
+/// side at `32 wm + 4 g + 2 mt + h` (one 16-byte load).
+pub const fn mmq_pipe_row_slot(r: usize) -> usize {
+    (r & !31) | ((r & 7) << 2) | (((r >> 4) & 1) << 1) | ((r >> 3) & 1)
+}
+
+/// Where tile column `c` keeps its activation scale: a lane of warp column `wn` needs columns
+/// `32 wn + 8 nt + 2 t + j` (nt in 0..4, j in 0..2), kept at `32 wn + 8 t + 2 nt + j` (two
+/// 16-byte loads).
+pub const fn mmq_pipe_col_slot(c: usize) -> usize {
+    (c & !31) | (((c >> 1) & 3) << 3) | (((c >> 3) & 3) << 1) | (c & 1)
+}
+
+/// The shared-memory layout of a pipelined MMQ CTA for weight type `w` (byte offsets): a ring
+/// of `stages` raw stages, each [weights `MMQ_ROWS` x slot][activations `sub(w)` x
+/// `MMQ_COLS` x 144], then two decoded tiles of `tile_bytes`, each the int8 weights
+/// `[128][144]`, the weight scales `[4 groups][halves][128]` f32 (rows permuted by
+/// [`mmq_pipe_row_slot`]; two halves for the 16-value scale types) at `wscales`, and the
+/// activation scales `[4 groups][64]` f32 (columns permuted by [`mmq_pipe_col_slot`]) at
+/// `xscales`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MmqPipeSmem {
+    pub slot: usize,
+    pub stage_bytes: usize,
+    /// Offset of a stage's activation part.
+    pub stage_acts: usize,
+    pub stages: usize,
+    /// Offset of decoded tile 0 (tile 1 follows it).
+    pub tiles: usize,
+    pub tile_bytes: usize,
+    /// Offsets inside a decoded tile.
+    pub wscales: usize,
+    pub xscales: usize,
+    pub total: usize,
+}
+
+impl MmqPipeSmem {
+    pub const fn new(w: WType) -> MmqPipeSmem {
+        let halves = if w.scale_values() == 16 { 2 } else { 1 };
+        let wscales = MMQ_SMEM_A;
+        let xscales = wscales + 4 * halves * MMQ_ROWS * 4;
+        let tile_bytes = xscales + 4 * MMQ_COLS * 4;
+        let acts = fused_sub_steps(w) * MMQ_COLS * Q8_1_MMQ_BYTES;
+        let room = MMQ_PIPE_SMEM_BUDGET - 2 * tile_bytes;
+        // The odd slot (fewer bank conflicts in the decode) where two stages still fit.
+        let window = fused_slot_bytes(w);
+        let slot = if room / (MMQ_ROWS * odd_slot_bytes(window) + acts) >= mmq_pipe_min_stages(w) {
+            odd_slot_bytes(window)
+        } else {
+            window
+        };
+        let stage_acts = MMQ_ROWS * slot;
+        let stage_bytes = stage_acts + acts;
+        let mut stages = room / stage_bytes;
+        if stages > MMQ_PIPE_MAX_STAGES {
+            stages = MMQ_PIPE_MAX_STAGES;
+        }
+        // A stage's buffer is reissued only after its last product, while the next step's
+        // stage is being decoded: 128-value stages need three buffers, 256-value ones two.
+        if stages < mmq_pipe_min_stages(w) {
+            stages = 0;
+        }
+        let tiles = stages * stage_bytes;
+        MmqPipeSmem {
+            slot,
+            stage_bytes,
+            stage_acts,
+            stages,
+            tiles,
+            tile_bytes,
+            wscales,
+            xscales,
+            total: tiles + 2 * tile_bytes,
+        }
+    }
+}
+
+/// The fewest raw stages the pipelined MMQ kernel runs with for weight type `w` (see
+/// [`MmqPipeSmem::new`]); a type that cannot have them within the budget gets `stages` 0 and
+/// runs the classic kernel.
+pub const fn mmq_pipe_min_stages(w: WType) -> usize {
+    if fused_sub_steps(w) == 1 { 3 } else { 2 }
+}
+
+/// `bytes` (a multiple of 16) rounded up to an odd number of 16-byte pieces: rows that far
+/// apart fall on 8 different bank offsets, so a decoder reading 16 rows per warp conflicts at
+/// most 2-way instead of up to 8-way (a 64-byte stride maps every other row onto the same
+/// banks).
+pub const fn odd_slot_bytes(bytes: usize) -> usize {
+    if (bytes / 16) % 2 == 0 {
+        bytes + 16
+    } else {
+        bytes
+    }
+}
+
 /// Tokens per chunk of the scatter kernels (one CTA of `moe_scatter_count` each).
 pub const SCATTER_CHUNK: usize = 256;
 /// Threads of a `moe_scatter_count` CTA: one per token of its chunk.
@@ -126,14 +230,7 @@ impl FusedSmem {
         let sg = fused_slot_bytes(g);
         let sd = fused_slot_bytes(d);
         let widest = if sg > sd { sg } else { sd };
-        // An odd number of 16-byte pieces per row: the rows' words then fall on 8 different
-        // bank offsets, so the decoder's reads (16 rows per warp) conflict at most 2-way instead
-        // of up to 8-way (a 64-byte stride maps every other row onto the same banks).
-        let slot = if (widest / 16) % 2 == 0 {
-            widest + 16
-        } else {
-            widest
-        };
+        let slot = odd_slot_bytes(widest);
         let stage_acts = FUSED_ROWS * slot;
         let stage_bytes = stage_acts + fused_sub_steps(g) * cols * Q8_1_MMQ_BYTES;
         let tile = stages * stage_bytes;
@@ -180,4 +277,64 @@ pub const fn ws_smem_bytes(cols: usize) -> usize {
 /// Offset of the activation scales in a weight-stationary CTA's shared memory.
 pub const fn ws_scales_offset(cols: usize) -> usize {
     cols / 2 * MMQ_KSTEP * 4
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const TYPES: [WType; 8] = [
+        WType::Q8_0,
+        WType::Q2_0,
+        WType::Iq4Nl,
+        WType::Iq2Xxs,
+        WType::Iq2Xs,
+        WType::Iq2S,
+        WType::Iq3Xxs,
+        WType::Iq3S,
+    ];
+
+    #[test]
+    fn mmq_pipe_layout_fits_its_budget() {
+        for w in TYPES {
+            let sm = MmqPipeSmem::new(w);
+            if w == WType::Q8_0 {
+                // 176-byte rows: three stages do not fit two CTAs per SM.
+                assert_eq!(sm.stages, 0);
+                continue;
+            }
+            assert!(
+                (mmq_pipe_min_stages(w)..=MMQ_PIPE_MAX_STAGES).contains(&sm.stages),
+                "{w:?}: {sm:?}"
+            );
+            assert!(sm.total <= MMQ_PIPE_SMEM_BUDGET, "{w:?}: {sm:?}");
+            // Every slot holds its row's 16-byte window, odd in pieces; tiles 16-byte aligned.
+            assert!(sm.slot >= fused_slot_bytes(w) && sm.slot % 16 == 0);
+            assert_eq!(sm.stage_bytes % 16, 0);
+            assert_eq!(sm.tiles % 16, 0);
+            // Two CTAs per SM on sm_90 (228 KB, 1 KB reserved per CTA).
+            assert!(2 * (sm.total + 1024) <= 228 * 1024, "{w:?}");
+        }
+    }
+
+    #[test]
+    fn mmq_pipe_scale_slots_are_permutations() {
+        let mut rows = [false; MMQ_ROWS];
+        for r in 0..MMQ_ROWS {
+            let s = mmq_pipe_row_slot(r);
+            assert!(!rows[s]);
+            rows[s] = true;
+            // A lane's four rows (mt, h) sit side by side, 16-byte aligned.
+            let (wm, mt, h, g) = (r / 32, (r / 16) % 2, (r / 8) % 2, r % 8);
+            assert_eq!(s, 32 * wm + 4 * g + 2 * mt + h);
+        }
+        let mut cols = [false; MMQ_COLS];
+        for c in 0..MMQ_COLS {
+            let s = mmq_pipe_col_slot(c);
+            assert!(!cols[s]);
+            cols[s] = true;
+            let (wn, nt, t, j) = (c / 32, (c / 8) % 4, (c / 2) % 4, c % 2);
+            assert_eq!(s, 32 * wn + 8 * t + 2 * nt + j);
+        }
+    }
 }

@@ -67,6 +67,8 @@ pub struct FormatKernels {
     fused: Option<CudaFunction>,
     /// `moe_experts_<wtype>_fused_wide` (64-row tiles)
     fused_wide: Option<CudaFunction>,
+    /// `moe_mmq_pipe_<wtype>`: the pipelined MMQ product (either product)
+    mmq_pipe: Option<CudaFunction>,
     /// `moe_ws_<wtype>_c16`, `_c32`, `_c64`: the weight-stationary product for each tier of
     /// `gpu::layout::WS_COLS` (either product).
     pub ws: [CudaFunction; 3],
@@ -80,10 +82,11 @@ pub struct FormatKernels {
 }
 
 /// Kernels per weight format.
-pub const FORMAT_KERNELS: usize = 9;
+pub const FORMAT_KERNELS: usize = 10;
 /// The first `MMA_KERNELS` of a format's kernels (`format_kernel_names`) are its tensor-core
-/// ones (MMQ gate/up and down, fused and fused_wide), absent below [`ptx::MMA_MIN_ARCH`].
-pub const MMA_KERNELS: usize = 4;
+/// ones (MMQ gate/up and down, fused, fused_wide and the pipelined MMQ), absent below
+/// [`ptx::MMA_MIN_ARCH`].
+pub const MMA_KERNELS: usize = 5;
 
 impl FormatKernels {
     /// `moe_gate_up_<wtype>_mmq`; `Error::Unsupported` when the loaded module has none.
@@ -104,6 +107,13 @@ impl FormatKernels {
     /// `moe_experts_<wtype>_fused_wide`; `Error::Unsupported` when the loaded module has none.
     pub fn fused_wide(&self) -> Result<&CudaFunction> {
         self.tensor_core(&self.fused_wide, 3)
+    }
+
+    /// `moe_mmq_pipe_<wtype>` with its name; `Error::Unsupported` when the loaded module has
+    /// none.
+    pub fn mmq_pipe(&self) -> Result<(&CudaFunction, &'static str)> {
+        const PIPE: usize = 4;
+        Ok((self.tensor_core(&self.mmq_pipe, PIPE)?, self.names[PIPE]))
     }
 
     /// The weight-stationary kernel of tier `tier` (index into `gpu::layout::WS_COLS`), or its
@@ -132,11 +142,11 @@ impl FormatKernels {
 
 macro_rules! format_table {
     ($(($w:ident, $b:ident, $gate_up:ident, $down:ident, $fused:ident, $wide:ident,
-        $c16:ident, $c32:ident, $c64:ident, $fast16:ident, $fast32:ident)),* $(,)?) => {
+        $pipe:ident, $c16:ident, $c32:ident, $c64:ident, $fast16:ident, $fast32:ident)),* $(,)?) => {
         /// Names of the per-format kernels, in list order.
         const FORMAT_KERNEL_NAMES: &[&str] = &[$(
             stringify!($gate_up), stringify!($down), stringify!($fused), stringify!($wide),
-            stringify!($c16), stringify!($c32), stringify!($c64), stringify!($fast16),
+            stringify!($pipe), stringify!($c16), stringify!($c32), stringify!($c64), stringify!($fast16),
             stringify!($fast32)
         ),*];
 
@@ -145,8 +155,8 @@ macro_rules! format_table {
             match w {
                 $(WType::$w => [
                     stringify!($gate_up), stringify!($down), stringify!($fused), stringify!($wide),
-                    stringify!($c16), stringify!($c32), stringify!($c64), stringify!($fast16),
-            stringify!($fast32)
+                    stringify!($pipe), stringify!($c16), stringify!($c32), stringify!($c64),
+                    stringify!($fast16), stringify!($fast32)
                 ],)*
             }
         }
@@ -166,6 +176,7 @@ macro_rules! format_table {
                 down_mmq: mma(stringify!($down))?,
                 fused: mma(stringify!($fused))?,
                 fused_wide: mma(stringify!($wide))?,
+                mmq_pipe: mma(stringify!($pipe))?,
                 ws: [
                     load(module, stringify!($c16))?,
                     load(module, stringify!($c32))?,
@@ -233,7 +244,8 @@ mod tests {
                 "moe_gate_up_q2_0_mmq",
                 "moe_down_q2_0_mmq",
                 "moe_experts_q2_0_fused",
-                "moe_experts_q2_0_fused_wide"
+                "moe_experts_q2_0_fused_wide",
+                "moe_mmq_pipe_q2_0"
             ]
         );
         assert_eq!(

@@ -8,8 +8,8 @@
 
 use cudarc::driver::{CudaFunction, CudaSlice, LaunchConfig, PushKernelArg};
 use gpu::layout::{
-    MMQ_BLOCK_VALUES, MMQ_COLS, MMQ_ROWS, MMQ_SMEM_BYTES, MMQ_THREADS, MmqParams, Q8_1_MMQ_BYTES,
-    WS_COLS, WS_ROWS, WS_THREADS, padded_k, ws_smem_bytes,
+    MMQ_BLOCK_VALUES, MMQ_COLS, MMQ_ROWS, MMQ_THREADS, MmqParams, Q8_1_MMQ_BYTES, WS_COLS, WS_ROWS,
+    WS_THREADS, padded_k, ws_smem_bytes,
 };
 
 use super::{
@@ -18,7 +18,7 @@ use super::{
 };
 use crate::device::{Gpu, KArg, dptr};
 use crate::error::{DriverOp, Result};
-use crate::moe::expert::mmq;
+use crate::moe::expert::mmq::{self, MmqKernel};
 use crate::moe::expert::ws::{self, WsOptions};
 use crate::moe::layer::DeviceLayer;
 use crate::moe::path::ExpertPath;
@@ -80,6 +80,8 @@ pub struct SplitPlan {
     tiles_ws: Option<CudaSlice<TileRepr>>,
     n_ws: usize,
     ws_tier: usize,
+    /// The MMQ kernel of each product (gate/up, down) where MMQ may run.
+    mmq_kernels: [MmqKernel; 2],
     products: [Product; 2],
     gu: CudaSlice<f32>,
     hq: CudaSlice<u8>,
@@ -105,6 +107,13 @@ impl SplitPlan {
             ))
         };
         let tiles_mmq = tiles(Product::Mmq, MMQ_COLS)?;
+        let dev = gpu.limits();
+        let mmq_kernels = [s.gate_up_type, s.down_type].map(|w| MmqKernel::choose(w, &dev));
+        if tiles_mmq.is_some() {
+            for (k, w) in mmq_kernels.iter().zip([s.gate_up_type, s.down_type]) {
+                k.prepare(gpu.kernels.format(w)?)?;
+            }
+        }
         let tiles_ws = tiles(Product::Ws, WS_COLS[0])?;
         let first = match &choice {
             SplitChoice::Fixed(f) => f[0],
@@ -120,6 +129,7 @@ impl SplitPlan {
             tiles_ws,
             n_ws: 0,
             ws_tier: 0,
+            mmq_kernels,
             products: [first; 2],
             gu: gpu.alloc_filled(rows * 2 * s.ffn, 0xa5)?,
             hq: gpu.alloc_filled(hq_bytes(s, rows), 0xa5)?,
@@ -140,13 +150,19 @@ impl SplitPlan {
     unsafe fn product(
         &self,
         gpu: &Gpu,
+        which: usize,
         prod: Product,
         func: &CudaFunction,
         name: &'static str,
         p: MmqParams,
     ) -> Result<()> {
         let (n_tiles, rows, threads, smem) = match prod {
-            Product::Mmq => (self.n_mmq, MMQ_ROWS, MMQ_THREADS, MMQ_SMEM_BYTES),
+            Product::Mmq => (
+                self.n_mmq,
+                MMQ_ROWS,
+                MMQ_THREADS,
+                self.mmq_kernels[which].smem(),
+            ),
             Product::Ws => (
                 self.n_ws,
                 WS_ROWS,
@@ -184,15 +200,21 @@ impl SplitPlan {
                     .tiles_mmq
                     .as_ref()
                     .expect("mmq tiles exist when mmq may run");
-                (
-                    if which == 0 {
-                        k.gate_up_mmq()?
-                    } else {
-                        k.down_mmq()?
-                    },
-                    k.names[which],
-                    dptr(t, st),
-                )
+                match self.mmq_kernels[which] {
+                    MmqKernel::Pipe { .. } => {
+                        let (f, name) = k.mmq_pipe()?;
+                        (f, name, dptr(t, st))
+                    }
+                    MmqKernel::Classic => (
+                        if which == 0 {
+                            k.gate_up_mmq()?
+                        } else {
+                            k.down_mmq()?
+                        },
+                        k.names[which],
+                        dptr(t, st),
+                    ),
+                }
             }
             Product::Ws => {
                 let t = self
@@ -279,7 +301,7 @@ impl ExpertPlan for SplitPlan {
         // SAFETY: weights resident with the layer's shape (checked at upload); xq holds
         // hidden_padded / 128 chunks of n_rows blocks; the tiles cover rows < n_rows with at
         // most the kernel's width each; gu holds cap_rows >= n_rows rows of 2 ffn.
-        unsafe { self.product(gpu, self.products[0], func, name, gu_p)? };
+        unsafe { self.product(gpu, 0, self.products[0], func, name, gu_p)? };
         mark(0)?;
         let sq = SwigluQuantShape::dense(io.n_rows, s.ffn, false);
         SwigluQuantPlan::new(&sq, s.down_type.id())?.launch(gpu, &self.gu, &mut self.hq)?;
@@ -302,15 +324,16 @@ impl ExpertPlan for SplitPlan {
         };
         // SAFETY: as for gate/up; hq holds padded(ffn) / 128 chunks of n_rows blocks;
         // row_dst maps each row to its (token, slot) row of dm.
-        unsafe { self.product(gpu, self.products[1], func, name, dn_p)? };
+        unsafe { self.product(gpu, 1, self.products[1], func, name, dn_p)? };
         mark(2)
     }
 
     fn describe(&self) -> String {
-        let one = |p: Product| match p {
+        let one = |p: Product, which: usize| match p {
             Product::Mmq => format!(
-                "mmq ({} tiles of up to {MMQ_COLS} rows x {MMQ_ROWS} features)",
-                self.n_mmq
+                "mmq ({} tiles of up to {MMQ_COLS} rows x {MMQ_ROWS} features, {} kernel)",
+                self.n_mmq,
+                self.mmq_kernels[which].name()
             ),
             Product::Ws => format!(
                 "weight-stationary ({} tiles of up to {} rows x {WS_ROWS} features{})",
@@ -324,10 +347,11 @@ impl ExpertPlan for SplitPlan {
             ),
         };
         let [g, d] = self.products;
-        if g == d {
-            format!("{} per product", one(g))
+        let (a, b) = (one(g, 0), one(d, 1));
+        if a == b {
+            format!("{a} per product")
         } else {
-            format!("gate/up {}, down {}", one(g), one(d))
+            format!("gate/up {a}, down {b}")
         }
     }
 

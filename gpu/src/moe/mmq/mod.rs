@@ -11,7 +11,10 @@
 //! blocks are copied in 16-byte pieces, then each warp runs `ldmatrix` + `mma` per group.
 //! Shared memory: `layout::MMQ_SMEM_BYTES` (31,744 bytes): weight tile `[128][144 B]`, weight
 //! scales `[128][8] f32`, activation tile `[64][144 B]` (whole D4 blocks).
-//! Launcher: host/src/moe/expert/mmq.rs (the per-group MMQ path's plan).
+//! Launcher: host/src/moe/expert/split.rs. The pipelined form of this kernel (the same bytes,
+//! copies and decode overlapped with the products) is in pipe.rs.
+
+mod pipe;
 
 use crate::formats::WeightBlock;
 use crate::layout::{
@@ -168,6 +171,22 @@ unsafe fn mmq<B: WeightBlock>(p: &MmqParams) {
         }
         sync_threads();
     }
+    // SAFETY: the kernel's contract.
+    unsafe { store(p, &tile, row0, &acc) };
+}
+
+/// Writes a CTA's accumulators (`acc[mt][nt][i]` at tile row `32 wm + 16 mt + g + 8 (i / 2)`,
+/// column `32 wn + 8 nt + 2 t + i % 2`) to the output rows of the tile's live columns.
+///
+/// # Safety
+/// `p.out` (through `p.out_rows` when given) has a row of `n >= row0 + 128` values for every
+/// column of the tile.
+#[inline(always)]
+unsafe fn store(p: &MmqParams, tile: &MmqTile, row0: u32, acc: &[[[f32; 4]; 4]; 2]) {
+    let lane = tid_x() % 32;
+    let warp = tid_x() / 32;
+    let (wm, wn) = (warp % 4, warp / 4);
+    let (gr, tc) = (lane / 4, lane % 4);
     unroll!(mt in [0, 1] {
         unroll!(nt in [0, 1, 2, 3] {
             unroll!(i in [0, 1, 2, 3] {
@@ -189,8 +208,8 @@ unsafe fn mmq<B: WeightBlock>(p: &MmqParams) {
 }
 
 macro_rules! mmq_kernels {
-    ($(($w:ident, $b:ident, $gate_up:ident, $down:ident, $fused:ident, $wide:ident
-        $(, $rest:ident)*)),* $(,)?) => {$(
+    ($(($w:ident, $b:ident, $gate_up:ident, $down:ident, $fused:ident, $wide:ident,
+        $pipe:ident $(, $rest:ident)*)),* $(,)?) => {$(
         /// MMQ gate/up product for one weight format; see the module doc.
         ///
         /// # Safety
@@ -209,6 +228,17 @@ macro_rules! mmq_kernels {
         pub unsafe extern "ptx-kernel" fn $down(p: MmqParams) {
             // SAFETY: forwarded contract.
             unsafe { mmq::<$b>(&p) }
+        }
+
+        /// The pipelined MMQ product (either product) for one weight format; see
+        /// gpu/src/moe/mmq/pipe.rs.
+        ///
+        /// # Safety
+        /// As `pipe::mmq_pipe`.
+        #[unsafe(no_mangle)]
+        pub unsafe extern "ptx-kernel" fn $pipe(p: MmqParams) {
+            // SAFETY: forwarded contract.
+            unsafe { pipe::mmq_pipe::<$b>(&p) }
         }
     )*};
 }

@@ -1,0 +1,336 @@
+//! The pipelined MMQ product `moe_mmq_pipe_<type>` (either product: gate/up or down): the tile,
+//! warp layout, numerics and output of the classic kernel (gpu/src/moe/mmq/mod.rs), with the
+//! copies and the decode taken off the critical path.
+//!
+//! - Copies: a ring of `MmqPipeSmem::stages` raw stages (the weight rows' bytes of 128 or 256
+//!   K values, in 16-byte windows, and the tile's activation D4 blocks), filled by 16-byte
+//!   `cp.async` up to `stages - 1` stages ahead of the one being decoded.
+//! - Decode: two decoded tiles (int8 weights, weight scales, activation scales). While the
+//!   warps multiply K step j from one, they decode step j + 1 into the other: one barrier per
+//!   K step, and a warp's decode overlaps the other warps' `mma`s.
+//! - Scales: each tile keeps the weight scales `[group][half][row]` and the activation scales
+//!   `[group][column]`, both permuted (`layout::mmq_pipe_row_slot` / `mmq_pipe_col_slot`) so
+//!   that a lane loads its 4 row scales in one 16-byte load and its 8 column scales in two
+//!   (the classic kernel issues 24 scalar loads per group).
+//! - Columns: an 8-column `mma` tile with no live column is skipped (warp-uniform); at 10 rows
+//!   per expert half the warps have no work in the product at all.
+//!
+//! Numerics: MMQ's exactly (`gpu::quant::mmq_step_32_magic` / `mmq_step_16_magic` in ascending
+//! K), so the bytes equal the classic kernel's and the CPU reference's.
+//! Launcher: host/src/moe/expert/split.rs (chosen where the device has the shared memory).
+
+use crate::formats::WeightBlock;
+use crate::layout::{
+    MMQ_COLS, MMQ_KSTEP, MMQ_ROWS, MMQ_SMEM_ROW, MMQ_THREADS, MmqParams, MmqPipeSmem, MmqTile,
+    Q8_1_MMQ_BYTES, fused_slot_bytes, fused_stage_row_bytes, fused_sub_steps, mmq_pipe_col_slot,
+    mmq_pipe_row_slot,
+};
+use crate::ptx::{
+    cp_async_16, cp_async_commit, cp_async_wait, ctaid_x, ctaid_y, ld_shared_f32, ld_shared_v4_u32,
+    ldmatrix_x4, mma_m16n8k16_s8, mma_m16n8k32_s8, shared_generic, smem_base, st_shared_u32,
+    st_shared_v4, sync_threads, tid_x,
+};
+use crate::quant::{MAGIC, mmq_step_16_magic, mmq_step_32_magic};
+
+const ROW: u32 = MMQ_SMEM_ROW as u32;
+/// 16-byte pieces of one q8_1 D4 block.
+const PIECES: u32 = (Q8_1_MMQ_BYTES / 16) as u32;
+const THREADS: u32 = MMQ_THREADS as u32;
+const COLS: u32 = MMQ_COLS as u32;
+
+/// What one CTA works on: its weight rows, tile and shared-memory layout.
+struct Cta {
+    tile: MmqTile,
+    /// Global address of the CTA's first weight row.
+    wbase: u64,
+    row_bytes: u32,
+    sm: MmqPipeSmem,
+    base: u32,
+}
+
+impl Cta {
+    fn raw(&self, stage: u32) -> u32 {
+        self.base + (stage % self.sm.stages as u32) * self.sm.stage_bytes as u32
+    }
+
+    fn decoded(&self, step: u32) -> u32 {
+        self.base + self.sm.tiles as u32 + (step % 2) * self.sm.tile_bytes as u32
+    }
+}
+
+/// Issues this thread's share of raw stage `r`'s copies (weights and activations).
+///
+/// # Safety
+/// Stage `r` lies inside the rows (`r < k / (128 sub)`); its buffer is free; the weight buffer
+/// is readable 16 bytes past its end; `x` holds the tile's columns.
+#[inline(always)]
+unsafe fn issue<B: WeightBlock>(p: &MmqParams, c: &Cta, r: u32) {
+    let tid = tid_x();
+    let buf = c.raw(r);
+    let srb = fused_stage_row_bytes(B::WTYPE) as u64;
+    let chunks = (fused_slot_bytes(B::WTYPE) / 16) as u32;
+    let mut idx = tid;
+    while idx < MMQ_ROWS as u32 * chunks {
+        let (t, k) = (idx / chunks, idx % chunks);
+        let src = c.wbase + t as u64 * c.row_bytes as u64 + r as u64 * srb;
+        let a0 = src & !15;
+        if a0 + 16 * (k as u64) < src + srb {
+            // SAFETY: the piece lies in the row's 16-byte window, inside the weight buffer or
+            // its readable 16 bytes past the end; the slot holds `chunks` pieces.
+            unsafe { cp_async_16(buf + t * c.sm.slot as u32 + 16 * k, a0 + 16 * k as u64) };
+        }
+        idx += THREADS;
+    }
+    let sub = fused_sub_steps(B::WTYPE) as u32;
+    let per_h = COLS * PIECES;
+    let mut idx = tid;
+    while idx < sub * per_h {
+        let (h, rem) = (idx / per_h, idx % per_h);
+        let (col, piece) = (rem / PIECES, rem % PIECES);
+        if col < c.tile.n_cols {
+            let kc = r * sub + h;
+            let blk = kc as u64 * p.n_cols_x as u64 + (c.tile.col_start + col) as u64;
+            let dst = buf + c.sm.stage_acts as u32 + (h * COLS + col) * ROW;
+            // SAFETY: block (kc, column) is inside x; 144-byte blocks keep every piece 16-byte
+            // aligned on both sides.
+            unsafe {
+                cp_async_16(
+                    dst + 16 * piece,
+                    p.x + blk * Q8_1_MMQ_BYTES as u64 + 16 * piece as u64,
+                )
+            };
+        }
+        idx += THREADS;
+    }
+}
+
+/// The activation blocks of K step `j` (inside its raw stage).
+#[inline(always)]
+fn acts_of<B: WeightBlock>(c: &Cta, j: u32) -> u32 {
+    let sub = fused_sub_steps(B::WTYPE) as u32;
+    c.raw(j / sub) + c.sm.stage_acts as u32 + (j % sub) * COLS * ROW
+}
+
+/// Decodes K step `j` from its raw stage into decoded tile `j % 2`: thread `tid` takes weight
+/// row `tid / 2`, groups `2 (tid % 2)` and `+ 1`, and the activation scale of group `tid / 64`
+/// of column `tid % 64`.
+///
+/// # Safety
+/// The stage's copies are complete and visible; no warp still reads the decoded tile.
+#[inline(always)]
+unsafe fn decode<B: WeightBlock>(c: &Cta, j: u32) {
+    let tid = tid_x();
+    let sub = fused_sub_steps(B::WTYPE) as u32;
+    let srb = fused_stage_row_bytes(B::WTYPE) as u64;
+    let r = tid / 2;
+    let src = c.wbase + r as u64 * c.row_bytes as u64 + (j / sub) as u64 * srb;
+    let row = c.raw(j / sub) + r * c.sm.slot as u32 + (src & 15) as u32;
+    let dst = c.decoded(j);
+    let bv = B::WTYPE.block_values() as u32;
+    let sixteen = B::WTYPE.scale_values() == 16;
+    let rs = mmq_pipe_row_slot(r as usize) as u32;
+    for i in 0..2u32 {
+        let g = 2 * (tid % 2) + i;
+        let v = (j % sub) * MMQ_KSTEP as u32 + g * 32;
+        // SAFETY: the block was copied into this row's slot (whole blocks per stage); shared
+        // memory read through its generic address, 2-byte aligned as B needs.
+        let blk = unsafe { &*(shared_generic(row + (v / bv) * size_of::<B>() as u32) as *const B) };
+        let gi = ((v % bv) / 32) as usize;
+        let q = blk.group_q(gi);
+        let s = blk.group_scales(gi);
+        let a = dst + r * ROW + g * 32;
+        let halves = if sixteen { 2 } else { 1 };
+        let sa = dst + c.sm.wscales as u32 + (g * halves * MMQ_ROWS as u32 + rs) * 4;
+        // SAFETY: r < 128, g < 4: inside the tile and its scale array.
+        unsafe {
+            st_shared_v4(a, [q[0], q[1], q[2], q[3]]);
+            st_shared_v4(a + 16, [q[4], q[5], q[6], q[7]]);
+            st_shared_u32(sa, s[0].to_bits());
+            if sixteen {
+                st_shared_u32(sa + 4 * MMQ_ROWS as u32, s[1].to_bits());
+            }
+        }
+    }
+    let (g, col) = (tid / COLS, tid % COLS);
+    // SAFETY: column < 64, group < 4: inside the stage's blocks and the scale array (a column
+    // past the tile's count copies a stale scale that no stored output uses).
+    unsafe {
+        let d = ld_shared_f32(acts_of::<B>(c, j) + col * ROW + g * 4);
+        let slot = mmq_pipe_col_slot(col as usize) as u32;
+        st_shared_u32(
+            dst + c.sm.xscales as u32 + (g * COLS + slot) * 4,
+            d.to_bits(),
+        );
+    }
+}
+
+/// Loads 4 f32 from a 16-byte aligned shared address.
+///
+/// # Safety
+/// As `ld_shared_v4_u32`.
+#[inline(always)]
+unsafe fn ld4(addr: u32) -> [f32; 4] {
+    // SAFETY: forwarded contract.
+    let v = unsafe { ld_shared_v4_u32(addr) };
+    [
+        f32::from_bits(v[0]),
+        f32::from_bits(v[1]),
+        f32::from_bits(v[2]),
+        f32::from_bits(v[3]),
+    ]
+}
+
+/// The warp's products of K step `j`: decoded tile `j % 2` against the step's activation
+/// blocks, into `acc[mt][nt][i]` (tile row `32 wm + 16 mt + g + 8 (i / 2)`, column
+/// `32 wn + 8 nt + 2 t + i % 2`). 8-column tiles without a live column are skipped.
+///
+/// # Safety
+/// The decoded tile and the step's activation blocks are written and visible.
+#[inline(always)]
+unsafe fn product<B: WeightBlock>(c: &Cta, j: u32, acc: &mut [[[f32; 4]; 4]; 2]) {
+    let lane = tid_x() % 32;
+    let warp = tid_x() / 32;
+    let (wm, wn) = (warp % 4, warp / 4);
+    let (gr, tc) = (lane / 4, lane % 4);
+    let n_cols = c.tile.n_cols;
+    if wn * 32 >= n_cols {
+        return;
+    }
+    let live = |nt: u32| wn * 32 + nt * 8 < n_cols;
+    let sixteen = B::WTYPE.scale_values() == 16;
+    let t = c.decoded(j);
+    let acts = acts_of::<B>(c, j);
+    for g in 0..4u32 {
+        // SAFETY: every address is inside the decoded tile or the step's activation blocks
+        // (rows < 128, columns < 64, byte offsets < 144), 16-byte aligned where loaded 16 at a
+        // time or by ldmatrix.
+        unsafe {
+            let halves = if sixteen { 2 } else { 1 };
+            let wsc =
+                t + c.sm.wscales as u32 + (g * halves * MMQ_ROWS as u32 + wm * 32 + gr * 4) * 4;
+            let da0 = ld4(wsc);
+            let da1 = if sixteen {
+                ld4(wsc + 4 * MMQ_ROWS as u32)
+            } else {
+                da0
+            };
+            let xsc = t + c.sm.xscales as u32 + (g * COLS + wn * 32 + tc * 8) * 4;
+            let db = [ld4(xsc), ld4(xsc + 16)];
+            let mut af = [[0u32; 4]; 2];
+            unroll!(mt in [0, 1] {
+                let r = wm * 32 + mt as u32 * 16 + lane % 16;
+                af[mt] = ldmatrix_x4(t + r * ROW + g * 32 + (lane / 16) * 16);
+            });
+            let mut bf = [[0u32; 2]; 4];
+            unroll!(np in [0, 1] {
+                if live(2 * np as u32) {
+                    let col = wn * 32 + np as u32 * 16 + lane % 8 + 8 * (lane / 16);
+                    let v = ldmatrix_x4(acts + col * ROW + 16 + g * 32 + ((lane / 8) % 2) * 16);
+                    bf[2 * np] = [v[0], v[1]];
+                    bf[2 * np + 1] = [v[2], v[3]];
+                }
+            });
+            unroll!(nt in [0, 1, 2, 3] {
+                if live(nt as u32) {
+                    let dbn = [db[nt / 2][2 * (nt % 2)], db[nt / 2][2 * (nt % 2) + 1]];
+                    unroll!(mt in [0, 1] {
+                        let a = &mut acc[mt][nt];
+                        if sixteen {
+                            let lo = mma_m16n8k16_s8([af[mt][0], af[mt][1]], bf[nt][0], MAGIC);
+                            let hi = mma_m16n8k16_s8([af[mt][2], af[mt][3]], bf[nt][1], MAGIC);
+                            unroll!(i in [0, 1, 2, 3] {
+                                let s = 2 * mt + i / 2;
+                                a[i] = mmq_step_16_magic(a[i], lo[i], hi[i], da0[s], da1[s], dbn[i % 2]);
+                            });
+                        } else {
+                            let m = mma_m16n8k32_s8(af[mt], bf[nt], MAGIC);
+                            unroll!(i in [0, 1, 2, 3] {
+                                a[i] = mmq_step_32_magic(a[i], m[i], da0[2 * mt + i / 2], dbn[i % 2]);
+                            });
+                        }
+                    });
+                }
+            });
+        }
+    }
+}
+
+/// The pipelined product for weight format `B` (see the module doc).
+///
+/// # Safety
+/// Parameters and buffers as `layout::MmqParams` describes, with the weight buffers readable
+/// 16 bytes past their ends; launched with `MMQ_THREADS` threads,
+/// `MmqPipeSmem::new(B::WTYPE).total` bytes of dynamic shared memory, one CTA per tile along
+/// x and `n / 128` along y; `k` a multiple of the stage width (`128 sub`).
+#[inline(always)]
+pub unsafe fn mmq_pipe<B: WeightBlock>(p: &MmqParams) {
+    // SAFETY: one tile per CTA along x.
+    let tile = unsafe { *(p.tiles as *const MmqTile).add(ctaid_x() as usize) };
+    let row0 = ctaid_y() * MMQ_ROWS as u32;
+    let (w, wrow0) = if row0 < p.n_split {
+        (p.w0, row0)
+    } else {
+        (p.w1, row0 - p.n_split)
+    };
+    let c = Cta {
+        tile,
+        wbase: w + tile.expert as u64 * p.w_expert_bytes + wrow0 as u64 * p.row_bytes as u64,
+        row_bytes: p.row_bytes,
+        sm: MmqPipeSmem::new(B::WTYPE),
+        base: smem_base(),
+    };
+    let sub = fused_sub_steps(B::WTYPE) as u32;
+    let nk = p.k / MMQ_KSTEP as u32;
+    let n_raw = nk / sub;
+    let ns = c.sm.stages as u32;
+    for r in 0..ns {
+        if r < n_raw {
+            // SAFETY: raw stage r < n_raw into its own (unused) buffer.
+            unsafe { issue::<B>(p, &c, r) };
+        }
+        cp_async_commit();
+    }
+    let mut acc = [[[0.0f32; 4]; 4]; 2];
+    if nk > 0 {
+        cp_async_wait(ns - 1);
+        sync_threads();
+        // SAFETY: stage 0 complete and visible; the decoded tiles are unused.
+        unsafe { decode::<B>(&c, 0) };
+    }
+    for j in 0..nk {
+        let jn = j + 1;
+        // Step jn starts raw stage rr = jn / sub: wait for it. One group is committed per
+        // iteration (after ns in the prologue), and stage s >= ns is issued in iteration
+        // (s - ns + 1) sub, so the groups younger than stage rr's are counted here.
+        if jn < nk && jn % sub == 0 {
+            let rr = jn / sub;
+            let younger = if rr < ns {
+                ns - 2 + rr * (sub - 1)
+            } else {
+                (ns - 1) * sub - 2
+            };
+            cp_async_wait(younger);
+        }
+        // Tile j % 2 (decoded last iteration) visible; every warp is past step j - 1's product
+        // (tile jn % 2 free) and step j's decode.
+        sync_threads();
+        // Step j starts a stage: the previous stage's buffer is free (its last product was
+        // step j - 1's), and differs from the stages of steps j and jn (MmqPipeSmem::stages).
+        if j >= sub && j % sub == 0 {
+            let r = j / sub - 1 + ns;
+            if r < n_raw {
+                // SAFETY: the buffer of stage j / sub - 1, which no thread reads any more.
+                unsafe { issue::<B>(p, &c, r) };
+            }
+        }
+        cp_async_commit();
+        // SAFETY: tile j % 2 and step j's activations are visible (above).
+        unsafe { product::<B>(&c, j, &mut acc) };
+        if jn < nk {
+            // SAFETY: stage jn / sub visible; tile jn % 2 free (above).
+            unsafe { decode::<B>(&c, jn) };
+        }
+    }
+    // SAFETY: the kernel's contract.
+    unsafe { super::store(p, &tile, row0, &acc) };
+}
