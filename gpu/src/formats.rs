@@ -118,17 +118,61 @@ pub fn q2_0_expand(b: u8) -> u32 {
     vsub4(w, 0x0101_0101)
 }
 
+/// CUDA's `__byte_perm` (PTX `prmt.b32`, default mode): byte i of the result is byte
+/// `(sel >> 4i) & 7` of the 8 bytes `b:a` (a first). One `prmt` on the GPU, the same bytes
+/// computed on the host.
+#[inline(always)]
+pub fn byte_perm(a: u32, b: u32, sel: u32) -> u32 {
+    #[cfg(target_arch = "nvptx64")]
+    {
+        crate::ptx::prmt(a, b, sel)
+    }
+    #[cfg(not(target_arch = "nvptx64"))]
+    {
+        let v = a as u64 | (b as u64) << 32;
+        (0..4).fold(0, |r, i| {
+            let s = (sel >> (4 * i)) & 7;
+            r | (((v >> (8 * s)) & 0xff) as u32) << (8 * i)
+        })
+    }
+}
+
+/// Four Q2_0 bytes (little-endian in `x`) -> four words of int8 `c - 1`: word j is
+/// [`q2_0_expand`] of byte j, computed on whole words: the codes of position i of every byte
+/// (`(x >> 2i) & 0x03030303`), each byte moved to `c - 1` (`(c + 0x7f) ^ 0x80`, no carry
+/// between bytes), then a 4 x 4 byte transpose in eight `prmt`s.
+#[inline(always)]
+pub fn q2_0_expand4(x: u32) -> [u32; 4] {
+    let t = |i: u32| (((x >> (2 * i)) & 0x0303_0303) + 0x7f7f_7f7f) ^ 0x8080_8080;
+    let (t0, t1, t2, t3) = (t(0), t(1), t(2), t(3));
+    let a = byte_perm(t0, t1, 0x5140);
+    let b = byte_perm(t2, t3, 0x5140);
+    let c = byte_perm(t0, t1, 0x7362);
+    let d = byte_perm(t2, t3, 0x7362);
+    [
+        byte_perm(a, b, 0x5410),
+        byte_perm(a, b, 0x7632),
+        byte_perm(c, d, 0x5410),
+        byte_perm(c, d, 0x7632),
+    ]
+}
+
 impl WeightBlock for BlockQ2_0 {
     const WTYPE: WType = WType::Q2_0;
     const GROUPS: usize = 2;
     #[inline(always)]
     fn group_q(&self, g: usize) -> [u32; 8] {
         let base = 8 * (g & 1);
-        let mut w = [0u32; 8];
-        for (j, w) in w.iter_mut().enumerate() {
-            *w = q2_0_expand(self.qs[base + j]);
-        }
-        w
+        // Two 16-bit loads per word (qs starts 2 bytes into a 2-byte aligned block).
+        let half = |k: usize| -> u32 {
+            // SAFETY: k + 1 < 16 (k <= 14, even): inside qs; qs is 2-byte aligned (offset 2
+            // of a `repr(C)` block whose alignment is 2).
+            unsafe { (self.qs.as_ptr().add(k) as *const u16).read() as u32 }
+        };
+        let word = |k: usize| half(k) | half(k + 2) << 16;
+        let lo = q2_0_expand4(word(base));
+        let hi = q2_0_expand4(word(base + 4));
+        [lo[0], lo[1], lo[2], lo[3], hi[0], hi[1], hi[2], hi[3]]
     }
     #[inline(always)]
     fn group_scales(&self, _g: usize) -> [f32; 2] {
@@ -346,5 +390,25 @@ mod tests {
     fn q2_0_codes() {
         // codes 0,1,2,3 -> -1,0,1,2 ; element 0 in the low bits
         assert_eq!(q2_0_expand(0b11_10_01_00).to_le_bytes(), [0xff, 0, 1, 2]);
+        // The word-level form equals the byte form for every byte in every position.
+        for b in 0..=255u8 {
+            for pos in 0..4 {
+                let x = (b as u32) << (8 * pos) | 0x1b1b_1b1b & !(0xff << (8 * pos));
+                let w = q2_0_expand4(x);
+                for (j, w) in w.iter().enumerate() {
+                    assert_eq!(*w, q2_0_expand((x >> (8 * j)) as u8), "{b:#x} at {pos}");
+                }
+            }
+        }
+        let mut s = 0x9e37_79b9u32;
+        for _ in 0..100_000 {
+            s ^= s << 13;
+            s ^= s >> 17;
+            s ^= s << 5;
+            let w = q2_0_expand4(s);
+            for (j, w) in w.iter().enumerate() {
+                assert_eq!(*w, q2_0_expand((s >> (8 * j)) as u8));
+            }
+        }
     }
 }

@@ -308,9 +308,22 @@ pub fn combine_step(acc: f32, e: f32, w: f32, first: bool) -> f32 {
     if first { e * w } else { fma(e, w, acc) }
 }
 
-/// IEEE binary16 bits to f32, exactly (subnormals, infinities and NaN payloads included).
+/// IEEE binary16 bits to f32, exactly (subnormals, infinities and NaN payloads included). On
+/// the GPU every finite value goes through `cvt.f32.f16` (exact, subnormals kept: PTX ISA,
+/// cvt), infinities and NaN through [`f16_to_f32_soft`] (quiet NaN with the payload kept, as
+/// on the host); both give the host's bits.
 #[inline(always)]
 pub fn f16_to_f32(h: u16) -> f32 {
+    #[cfg(target_arch = "nvptx64")]
+    if h & 0x7c00 != 0x7c00 {
+        return crate::ptx::cvt_f32_f16(h);
+    }
+    f16_to_f32_soft(h)
+}
+
+/// [`f16_to_f32`] in integer operations only (the host's form).
+#[inline(always)]
+pub fn f16_to_f32_soft(h: u16) -> f32 {
     let sign = ((h as u32) & 0x8000) << 16;
     let exp = ((h >> 10) & 0x1f) as u32;
     let man = (h & 0x3ff) as u32;

@@ -149,7 +149,7 @@ pub const fn mmq_pipe_min_stages(w: WType) -> usize {
 /// most 2-way instead of up to 8-way (a 64-byte stride maps every other row onto the same
 /// banks).
 pub const fn odd_slot_bytes(bytes: usize) -> usize {
-    if (bytes / 16) % 2 == 0 {
+    if (bytes / 16).is_multiple_of(2) {
         bytes + 16
     } else {
         bytes
@@ -309,7 +309,7 @@ mod tests {
             );
             assert!(sm.total <= MMQ_PIPE_SMEM_BUDGET, "{w:?}: {sm:?}");
             // Every slot holds its row's 16-byte window, odd in pieces; tiles 16-byte aligned.
-            assert!(sm.slot >= fused_slot_bytes(w) && sm.slot % 16 == 0);
+            assert!(sm.slot >= fused_slot_bytes(w) && sm.slot.is_multiple_of(16));
             assert_eq!(sm.stage_bytes % 16, 0);
             assert_eq!(sm.tiles % 16, 0);
             // Two CTAs per SM on sm_90 (228 KB, 1 KB reserved per CTA).

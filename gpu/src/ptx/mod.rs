@@ -157,6 +157,19 @@ pub fn prmt(a: u32, b: u32, sel: u32) -> u32 {
     r
 }
 
+/// `cvt.f32.f16` (PTX ISA, cvt): binary16 bits to f32, exact (subnormals are kept: no
+/// `.ftz`).
+#[inline(always)]
+pub fn cvt_f32_f16(h: u16) -> f32 {
+    let r: f32;
+    // SAFETY: register-only conversion.
+    unsafe {
+        asm!("cvt.f32.f16 {r}, {h};", r = out(reg32) r, h = in(reg16) h,
+             options(pure, nomem, nostack));
+    }
+    r
+}
+
 /// `cvt.rzi.s32.f32` (PTX ISA, cvt): f32 to i32 toward zero, NaN -> 0, saturating (Rust's `as i32`).
 #[inline(always)]
 pub fn cvt_rzi_s32_f32(v: f32) -> i32 {

@@ -283,6 +283,11 @@ pub unsafe fn mmq_pipe<B: WeightBlock>(p: &MmqParams) {
     let nk = p.k / MMQ_KSTEP as u32;
     let n_raw = nk / sub;
     let ns = c.sm.stages as u32;
+    if ns == 0 {
+        // A type whose layout has no stages (Q8_0: MmqPipeSmem::new); the host runs the classic
+        // kernel for it and never launches this one.
+        return;
+    }
     for r in 0..ns {
         if r < n_raw {
             // SAFETY: raw stage r < n_raw into its own (unused) buffer.
