@@ -88,3 +88,21 @@ pub unsafe extern "ptx-kernel" fn probe_read_bandwidth(
         unsafe { out.write(acc) };
     }
 }
+
+/// `quant::f16_to_f32` on the GPU (the `cvt.f32.f16` path for finite values) for every one of
+/// the 65,536 binary16 patterns: `out[h]` is the f32 bits of pattern h. The host compares them
+/// with its integer-only conversion.
+///
+/// # Safety
+/// `out` holds 65,536 u32; launched with 65,536 threads.
+#[unsafe(no_mangle)]
+pub unsafe extern "ptx-kernel" fn probe_f16_to_f32(out: *mut u32) {
+    let h = ctaid_x() * crate::ptx::ntid_x() + tid_x();
+    if h < 65_536 {
+        // SAFETY: h < 65,536.
+        unsafe {
+            out.add(h as usize)
+                .write(crate::quant::f16_to_f32(h as u16).to_bits())
+        };
+    }
+}

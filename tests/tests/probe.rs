@@ -42,6 +42,41 @@ fn params_echo() {
     assert_eq!(got, bytemuck::bytes_of(&p));
 }
 
+/// The GPU's f16 -> f32 (hardware `cvt.f32.f16` for finite values, the integer path for
+/// infinities and NaN) gives the host's bits for all 65,536 patterns: zeros, subnormals,
+/// normals, infinities and NaN payloads.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn f16_to_f32_every_pattern() {
+    let gpu = gpu();
+    let mut out = gpu.alloc_filled::<u32>(65_536, POISON).expect("alloc");
+    let cfg = LaunchConfig {
+        grid_dim: (256, 1, 1),
+        block_dim: (256, 1, 1),
+        shared_mem_bytes: 0,
+    };
+    // SAFETY: 65,536 threads write one u32 each into `out`, which holds 65,536.
+    unsafe {
+        gpu.stream
+            .launch_builder(&gpu.kernels.probe_f16_to_f32)
+            .arg(&mut out)
+            .launch(cfg)
+    }
+    .expect("launch");
+    let got = gpu.download(&out).expect("download");
+    let mut bad = 0;
+    for (h, g) in got.iter().enumerate() {
+        let want = gpu::quant::f16_to_f32_soft(h as u16).to_bits();
+        if *g != want {
+            if bad < 8 {
+                eprintln!("f16 {h:#06x}: GPU {g:#010x}, host {want:#010x}");
+            }
+            bad += 1;
+        }
+    }
+    assert_eq!(bad, 0, "{bad} of 65536 patterns differ");
+}
+
 /// ggml's `quantize_mmq_q8_1` under fast math (rcp.approx) vs our IEEE rules on random groups:
 /// prints the share of scales and values that differ (README quotes it). The emulation must
 /// agree with ours on all-zero groups and differ from ours by at most 4 ulp in d (3 seen on an H200).

@@ -53,11 +53,13 @@ pub const MMQ_SMEM_BYTES: usize = MMQ_SMEM_A + MMQ_SMEM_SCALES + MMQ_SMEM_B;
 const _: () = assert!(MMQ_SMEM_BYTES <= 48 * 1024);
 
 /// Shared-memory budget of one pipelined MMQ CTA (gpu/src/moe/mmq/pipe.rs): two CTAs per SM
-/// on sm_90 (228 KB per SM, of which the driver reserves 1 KB per CTA). The stage count of
-/// each weight type is the most that fit it ([`MmqPipeSmem`]).
+/// on sm_90 (228 KB per SM, of which the driver reserves 1 KB per CTA). The copy lead of each
+/// weight type is the longest that fits it ([`MmqPipeSmem`]).
 pub const MMQ_PIPE_SMEM_BUDGET: usize = 113 * 1024;
-/// The most raw stages of the pipelined MMQ kernel's copy ring.
-pub const MMQ_PIPE_MAX_STAGES: usize = 4;
+/// The longest copy lead of the pipelined MMQ kernel, in K steps.
+pub const MMQ_PIPE_MAX_LEAD: usize = 4;
+/// Bytes of one activation buffer of the pipelined MMQ kernel (one K step's D4 blocks).
+pub const MMQ_PIPE_ACTS: usize = MMQ_COLS * Q8_1_MMQ_BYTES;
 
 /// Where tile row `r` keeps its scale: a lane of warp row `wm` needs rows
 /// `32 wm + 16 mt + 8 h + g` (mt, h in 0..2) for its two 16-row fragments, so they sit side by
@@ -73,21 +75,31 @@ pub const fn mmq_pipe_col_slot(c: usize) -> usize {
     (c & !31) | (((c >> 1) & 3) << 3) | (((c >> 3) & 3) << 1) | (c & 1)
 }
 
-/// The shared-memory layout of a pipelined MMQ CTA for weight type `w` (byte offsets): a ring
-/// of `stages` raw stages, each [weights `MMQ_ROWS` x slot][activations `sub(w)` x
-/// `MMQ_COLS` x 144], then two decoded tiles of `tile_bytes`, each the int8 weights
-/// `[128][144]`, the weight scales `[4 groups][halves][128]` f32 (rows permuted by
-/// [`mmq_pipe_row_slot`]; two halves for the 16-value scale types) at `wscales`, and the
-/// activation scales `[4 groups][64]` f32 (columns permuted by [`mmq_pipe_col_slot`]) at
-/// `xscales`.
+/// The shared-memory layout of a pipelined MMQ CTA for weight type `w` (byte offsets).
+///
+/// The copies run `lead` K steps ahead: K step s (its activation blocks, and its raw weight
+/// stage when s starts one) is issued in iteration `s - 1 - lead`, and waited for at the top of
+/// iteration `s - 1`, whose end decodes it. Its buffers are free by the time it is issued with
+/// `lead + 2` activation buffers (a step's blocks are read by its decode and, one iteration
+/// later, by its product) and `ceil(lead / sub) + 1` weight buffers (a stage is read only by
+/// its decodes):
+/// - `nw` raw weight stages of `MMQ_ROWS` x `slot` bytes (the rows' 16-byte windows, `sub(w)`
+///   K steps each), from offset 0;
+/// - `na` activation buffers of [`MMQ_PIPE_ACTS`] bytes at `acts`;
+/// - two decoded tiles of `tile_bytes` at `tiles`, each the int8 weights `[128][144]`, the
+///   weight scales `[4 groups][halves][128]` f32 (rows permuted by [`mmq_pipe_row_slot`]; two
+///   halves for the 16-value scale types) at `wscales`, and the activation scales
+///   `[4 groups][64]` f32 (columns permuted by [`mmq_pipe_col_slot`]) at `xscales`.
+///
+/// `lead` is 0 when not even a one-step lead fits the budget (the host then runs the classic
+/// kernel; no type needs that today).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct MmqPipeSmem {
     pub slot: usize,
-    pub stage_bytes: usize,
-    /// Offset of a stage's activation part.
-    pub stage_acts: usize,
-    pub stages: usize,
-    /// Offset of decoded tile 0 (tile 1 follows it).
+    pub lead: usize,
+    pub nw: usize,
+    pub na: usize,
+    pub acts: usize,
     pub tiles: usize,
     pub tile_bytes: usize,
     /// Offsets inside a decoded tile.
@@ -102,32 +114,24 @@ impl MmqPipeSmem {
         let wscales = MMQ_SMEM_A;
         let xscales = wscales + 4 * halves * MMQ_ROWS * 4;
         let tile_bytes = xscales + 4 * MMQ_COLS * 4;
-        let acts = fused_sub_steps(w) * MMQ_COLS * Q8_1_MMQ_BYTES;
-        let room = MMQ_PIPE_SMEM_BUDGET - 2 * tile_bytes;
-        // The odd slot (fewer bank conflicts in the decode) where two stages still fit.
         let window = fused_slot_bytes(w);
-        let slot = if room / (MMQ_ROWS * odd_slot_bytes(window) + acts) >= mmq_pipe_min_stages(w) {
-            odd_slot_bytes(window)
+        let odd = odd_slot_bytes(window);
+        // The odd slot (fewer bank conflicts in the decode) unless it shortens the lead.
+        let slot = if Self::lead_for(w, odd, tile_bytes) >= Self::lead_for(w, window, tile_bytes) {
+            odd
         } else {
             window
         };
-        let stage_acts = MMQ_ROWS * slot;
-        let stage_bytes = stage_acts + acts;
-        let mut stages = room / stage_bytes;
-        if stages > MMQ_PIPE_MAX_STAGES {
-            stages = MMQ_PIPE_MAX_STAGES;
-        }
-        // A stage's buffer is reissued only after its last product, while the next step's
-        // stage is being decoded: 128-value stages need three buffers, 256-value ones two.
-        if stages < mmq_pipe_min_stages(w) {
-            stages = 0;
-        }
-        let tiles = stages * stage_bytes;
+        let lead = Self::lead_for(w, slot, tile_bytes);
+        let (nw, na) = Self::buffers(w, lead);
+        let acts = nw * MMQ_ROWS * slot;
+        let tiles = acts + na * MMQ_PIPE_ACTS;
         MmqPipeSmem {
             slot,
-            stage_bytes,
-            stage_acts,
-            stages,
+            lead,
+            nw,
+            na,
+            acts,
             tiles,
             tile_bytes,
             wscales,
@@ -135,13 +139,23 @@ impl MmqPipeSmem {
             total: tiles + 2 * tile_bytes,
         }
     }
-}
 
-/// The fewest raw stages the pipelined MMQ kernel runs with for weight type `w` (see
-/// [`MmqPipeSmem::new`]); a type that cannot have them within the budget gets `stages` 0 and
-/// runs the classic kernel.
-pub const fn mmq_pipe_min_stages(w: WType) -> usize {
-    if fused_sub_steps(w) == 1 { 3 } else { 2 }
+    /// Weight and activation buffers for a lead of `lead` K steps (see the type's doc).
+    pub const fn buffers(w: WType, lead: usize) -> (usize, usize) {
+        (lead.div_ceil(fused_sub_steps(w)) + 1, lead + 2)
+    }
+
+    const fn lead_for(w: WType, slot: usize, tile_bytes: usize) -> usize {
+        let mut lead = MMQ_PIPE_MAX_LEAD;
+        while lead > 0 {
+            let (nw, na) = Self::buffers(w, lead);
+            if nw * MMQ_ROWS * slot + na * MMQ_PIPE_ACTS + 2 * tile_bytes <= MMQ_PIPE_SMEM_BUDGET {
+                return lead;
+            }
+            lead -= 1;
+        }
+        0
+    }
 }
 
 /// `bytes` (a multiple of 16) rounded up to an odd number of 16-byte pieces: rows that far
@@ -298,23 +312,25 @@ mod tests {
     fn mmq_pipe_layout_fits_its_budget() {
         for w in TYPES {
             let sm = MmqPipeSmem::new(w);
-            if w == WType::Q8_0 {
-                // 176-byte rows: three stages do not fit two CTAs per SM.
-                assert_eq!(sm.stages, 0);
-                continue;
-            }
-            assert!(
-                (mmq_pipe_min_stages(w)..=MMQ_PIPE_MAX_STAGES).contains(&sm.stages),
-                "{w:?}: {sm:?}"
-            );
+            assert!((1..=MMQ_PIPE_MAX_LEAD).contains(&sm.lead), "{w:?}: {sm:?}");
             assert!(sm.total <= MMQ_PIPE_SMEM_BUDGET, "{w:?}: {sm:?}");
-            // Every slot holds its row's 16-byte window, odd in pieces; tiles 16-byte aligned.
+            // The buffers the lead needs (MmqPipeSmem's doc), each slot the row's window.
+            assert_eq!((sm.nw, sm.na), MmqPipeSmem::buffers(w, sm.lead));
+            assert_eq!(sm.na, sm.lead + 2);
+            assert!(sm.nw * fused_sub_steps(w) > sm.lead);
             assert!(sm.slot >= fused_slot_bytes(w) && sm.slot.is_multiple_of(16));
-            assert_eq!(sm.stage_bytes % 16, 0);
-            assert_eq!(sm.tiles % 16, 0);
+            assert_eq!(sm.acts, sm.nw * MMQ_ROWS * sm.slot);
+            assert_eq!(sm.tiles, sm.acts + sm.na * MMQ_PIPE_ACTS);
+            assert!(sm.tiles.is_multiple_of(16) && sm.tile_bytes.is_multiple_of(16));
             // Two CTAs per SM on sm_90 (228 KB, 1 KB reserved per CTA).
             assert!(2 * (sm.total + 1024) <= 228 * 1024, "{w:?}");
         }
+        // The lead of the main pairs' gate/up types.
+        let lead = |w| MmqPipeSmem::new(w).lead;
+        assert_eq!(lead(WType::Q2_0), 2);
+        assert_eq!(lead(WType::Iq2Xxs), 2);
+        assert_eq!(lead(WType::Iq3S), 2);
+        assert_eq!(lead(WType::Iq2S), 2);
     }
 
     #[test]

@@ -50,6 +50,7 @@ kernels!(
     probe_params_echo,
     probe_ggml_q8_1,
     probe_read_bandwidth,
+    probe_f16_to_f32,
 );
 
 /// The kernels of one weight format (a row of `gpu::for_each_format!`). The weight-stationary

@@ -2,9 +2,10 @@
 //! warp layout, numerics and output of the classic kernel (gpu/src/moe/mmq/mod.rs), with the
 //! copies and the decode taken off the critical path.
 //!
-//! - Copies: a ring of `MmqPipeSmem::stages` raw stages (the weight rows' bytes of 128 or 256
-//!   K values, in 16-byte windows, and the tile's activation D4 blocks), filled by 16-byte
-//!   `cp.async` up to `stages - 1` stages ahead of the one being decoded.
+//! - Copies: 16-byte `cp.async` of each K step's activation D4 blocks and raw weight stage
+//!   (the weight rows' bytes of 128 or 256 K values, in 16-byte windows), `MmqPipeSmem::lead`
+//!   K steps ahead, into rings of their own (a weight stage is free once decoded, activations
+//!   once multiplied).
 //! - Decode: two decoded tiles (int8 weights, weight scales, activation scales). While the
 //!   warps multiply K step j from one, they decode step j + 1 into the other: one barrier per
 //!   K step, and a warp's decode overlaps the other warps' `mma`s.
@@ -21,9 +22,9 @@
 
 use crate::formats::WeightBlock;
 use crate::layout::{
-    MMQ_COLS, MMQ_KSTEP, MMQ_ROWS, MMQ_SMEM_ROW, MMQ_THREADS, MmqParams, MmqPipeSmem, MmqTile,
-    Q8_1_MMQ_BYTES, fused_slot_bytes, fused_stage_row_bytes, fused_sub_steps, mmq_pipe_col_slot,
-    mmq_pipe_row_slot,
+    MMQ_COLS, MMQ_KSTEP, MMQ_PIPE_ACTS, MMQ_ROWS, MMQ_SMEM_ROW, MMQ_THREADS, MmqParams,
+    MmqPipeSmem, MmqTile, Q8_1_MMQ_BYTES, fused_slot_bytes, fused_stage_row_bytes, fused_sub_steps,
+    mmq_pipe_col_slot, mmq_pipe_row_slot,
 };
 use crate::ptx::{
     cp_async_16, cp_async_commit, cp_async_wait, ctaid_x, ctaid_y, ld_shared_f32, ld_shared_v4_u32,
@@ -49,8 +50,15 @@ struct Cta {
 }
 
 impl Cta {
-    fn raw(&self, stage: u32) -> u32 {
-        self.base + (stage % self.sm.stages as u32) * self.sm.stage_bytes as u32
+    /// The raw weight stage buffer of K step `j` (`sub` K steps per stage).
+    fn raw(&self, j: u32, sub: u32) -> u32 {
+        let stage = j / sub;
+        self.base + (stage % self.sm.nw as u32) * (MMQ_ROWS * self.sm.slot) as u32
+    }
+
+    /// The activation blocks of K step `j`.
+    fn acts(&self, j: u32) -> u32 {
+        self.base + self.sm.acts as u32 + (j % self.sm.na as u32) * MMQ_PIPE_ACTS as u32
     }
 
     fn decoded(&self, step: u32) -> u32 {
@@ -58,57 +66,50 @@ impl Cta {
     }
 }
 
-/// Issues this thread's share of raw stage `r`'s copies (weights and activations).
+/// Issues this thread's share of K step `j`'s copies: its activation blocks, and its raw
+/// weight stage when `j` starts one.
 ///
 /// # Safety
-/// Stage `r` lies inside the rows (`r < k / (128 sub)`); its buffer is free; the weight buffer
-/// is readable 16 bytes past its end; `x` holds the tile's columns.
+/// `j < k / 128`; the step's buffers are free; the weight buffer is readable 16 bytes past its
+/// end; `x` holds the tile's columns.
 #[inline(always)]
-unsafe fn issue<B: WeightBlock>(p: &MmqParams, c: &Cta, r: u32) {
+unsafe fn issue<B: WeightBlock>(p: &MmqParams, c: &Cta, j: u32) {
     let tid = tid_x();
-    let buf = c.raw(r);
-    let srb = fused_stage_row_bytes(B::WTYPE) as u64;
-    let chunks = (fused_slot_bytes(B::WTYPE) / 16) as u32;
-    let mut idx = tid;
-    while idx < MMQ_ROWS as u32 * chunks {
-        let (t, k) = (idx / chunks, idx % chunks);
-        let src = c.wbase + t as u64 * c.row_bytes as u64 + r as u64 * srb;
-        let a0 = src & !15;
-        if a0 + 16 * (k as u64) < src + srb {
-            // SAFETY: the piece lies in the row's 16-byte window, inside the weight buffer or
-            // its readable 16 bytes past the end; the slot holds `chunks` pieces.
-            unsafe { cp_async_16(buf + t * c.sm.slot as u32 + 16 * k, a0 + 16 * k as u64) };
-        }
-        idx += THREADS;
-    }
     let sub = fused_sub_steps(B::WTYPE) as u32;
-    let per_h = COLS * PIECES;
+    if j % sub == 0 {
+        let buf = c.raw(j, sub);
+        let srb = fused_stage_row_bytes(B::WTYPE) as u64;
+        let chunks = (fused_slot_bytes(B::WTYPE) / 16) as u32;
+        let mut idx = tid;
+        while idx < MMQ_ROWS as u32 * chunks {
+            let (t, k) = (idx / chunks, idx % chunks);
+            let src = c.wbase + t as u64 * c.row_bytes as u64 + (j / sub) as u64 * srb;
+            let a0 = src & !15;
+            if a0 + 16 * (k as u64) < src + srb {
+                // SAFETY: the piece lies in the row's 16-byte window, inside the weight buffer
+                // or its readable 16 bytes past the end; the slot holds `chunks` pieces.
+                unsafe { cp_async_16(buf + t * c.sm.slot as u32 + 16 * k, a0 + 16 * k as u64) };
+            }
+            idx += THREADS;
+        }
+    }
+    let buf = c.acts(j);
     let mut idx = tid;
-    while idx < sub * per_h {
-        let (h, rem) = (idx / per_h, idx % per_h);
-        let (col, piece) = (rem / PIECES, rem % PIECES);
+    while idx < COLS * PIECES {
+        let (col, piece) = (idx / PIECES, idx % PIECES);
         if col < c.tile.n_cols {
-            let kc = r * sub + h;
-            let blk = kc as u64 * p.n_cols_x as u64 + (c.tile.col_start + col) as u64;
-            let dst = buf + c.sm.stage_acts as u32 + (h * COLS + col) * ROW;
-            // SAFETY: block (kc, column) is inside x; 144-byte blocks keep every piece 16-byte
+            let blk = j as u64 * p.n_cols_x as u64 + (c.tile.col_start + col) as u64;
+            // SAFETY: block (j, column) is inside x; 144-byte blocks keep every piece 16-byte
             // aligned on both sides.
             unsafe {
                 cp_async_16(
-                    dst + 16 * piece,
+                    buf + col * ROW + 16 * piece,
                     p.x + blk * Q8_1_MMQ_BYTES as u64 + 16 * piece as u64,
                 )
             };
         }
         idx += THREADS;
     }
-}
-
-/// The activation blocks of K step `j` (inside its raw stage).
-#[inline(always)]
-fn acts_of<B: WeightBlock>(c: &Cta, j: u32) -> u32 {
-    let sub = fused_sub_steps(B::WTYPE) as u32;
-    c.raw(j / sub) + c.sm.stage_acts as u32 + (j % sub) * COLS * ROW
 }
 
 /// Decodes K step `j` from its raw stage into decoded tile `j % 2`: thread `tid` takes weight
@@ -124,7 +125,7 @@ unsafe fn decode<B: WeightBlock>(c: &Cta, j: u32) {
     let srb = fused_stage_row_bytes(B::WTYPE) as u64;
     let r = tid / 2;
     let src = c.wbase + r as u64 * c.row_bytes as u64 + (j / sub) as u64 * srb;
-    let row = c.raw(j / sub) + r * c.sm.slot as u32 + (src & 15) as u32;
+    let row = c.raw(j, sub) + r * c.sm.slot as u32 + (src & 15) as u32;
     let dst = c.decoded(j);
     let bv = B::WTYPE.block_values() as u32;
     let sixteen = B::WTYPE.scale_values() == 16;
@@ -155,7 +156,7 @@ unsafe fn decode<B: WeightBlock>(c: &Cta, j: u32) {
     // SAFETY: column < 64, group < 4: inside the stage's blocks and the scale array (a column
     // past the tile's count copies a stale scale that no stored output uses).
     unsafe {
-        let d = ld_shared_f32(acts_of::<B>(c, j) + col * ROW + g * 4);
+        let d = ld_shared_f32(c.acts(j) + col * ROW + g * 4);
         let slot = mmq_pipe_col_slot(col as usize) as u32;
         st_shared_u32(
             dst + c.sm.xscales as u32 + (g * COLS + slot) * 4,
@@ -199,7 +200,7 @@ unsafe fn product<B: WeightBlock>(c: &Cta, j: u32, acc: &mut [[[f32; 4]; 4]; 2])
     let live = |nt: u32| wn * 32 + nt * 8 < n_cols;
     let sixteen = B::WTYPE.scale_values() == 16;
     let t = c.decoded(j);
-    let acts = acts_of::<B>(c, j);
+    let acts = c.acts(j);
     for g in 0..4u32 {
         // SAFETY: every address is inside the decoded tile or the step's activation blocks
         // (rows < 128, columns < 64, byte offsets < 144), 16-byte aligned where loaded 16 at a
@@ -279,60 +280,51 @@ pub unsafe fn mmq_pipe<B: WeightBlock>(p: &MmqParams) {
         sm: MmqPipeSmem::new(B::WTYPE),
         base: smem_base(),
     };
-    let sub = fused_sub_steps(B::WTYPE) as u32;
     let nk = p.k / MMQ_KSTEP as u32;
-    let n_raw = nk / sub;
-    let ns = c.sm.stages as u32;
-    if ns == 0 {
-        // A type whose layout has no stages (Q8_0: MmqPipeSmem::new); the host runs the classic
-        // kernel for it and never launches this one.
+    let lead = c.sm.lead as u32;
+    if lead == 0 {
+        // A type whose layout has no room for a lead (none today: MmqPipeSmem::new); the host
+        // runs the classic kernel for it and never launches this one.
         return;
     }
-    for r in 0..ns {
-        if r < n_raw {
-            // SAFETY: raw stage r < n_raw into its own (unused) buffer.
-            unsafe { issue::<B>(p, &c, r) };
+    // One commit group per K step: steps 0..=lead here, step j + 1 + lead in iteration j.
+    for s in 0..=lead {
+        if s < nk {
+            // SAFETY: step s < nk into buffers nothing has used yet (lead + 2 activation and
+            // ceil(lead / sub) + 1 weight buffers).
+            unsafe { issue::<B>(p, &c, s) };
         }
         cp_async_commit();
     }
     let mut acc = [[[0.0f32; 4]; 4]; 2];
     if nk > 0 {
-        cp_async_wait(ns - 1);
+        cp_async_wait(lead);
         sync_threads();
-        // SAFETY: stage 0 complete and visible; the decoded tiles are unused.
+        // SAFETY: step 0's copies complete and visible; the decoded tiles are unused.
         unsafe { decode::<B>(&c, 0) };
     }
     for j in 0..nk {
         let jn = j + 1;
-        // Step jn starts raw stage rr = jn / sub: wait for it. One group is committed per
-        // iteration (after ns in the prologue), and stage s >= ns is issued in iteration
-        // (s - ns + 1) sub, so the groups younger than stage rr's are counted here.
-        if jn < nk && jn % sub == 0 {
-            let rr = jn / sub;
-            let younger = if rr < ns {
-                ns - 2 + rr * (sub - 1)
-            } else {
-                (ns - 1) * sub - 2
-            };
-            cp_async_wait(younger);
+        if jn < nk {
+            // Step jn's group: lead + 1 + j groups are committed, lead - 1 of them younger.
+            cp_async_wait(lead - 1);
         }
-        // Tile j % 2 (decoded last iteration) visible; every warp is past step j - 1's product
-        // (tile jn % 2 free) and step j's decode.
+        // Tile j % 2 (decoded last iteration) and step jn's copies visible; every warp is past
+        // step j - 1's product (tile jn % 2 and the activations of step j - 1 free) and step
+        // j's decode.
         sync_threads();
-        // Step j starts a stage: the previous stage's buffer is free (its last product was
-        // step j - 1's), and differs from the stages of steps j and jn (MmqPipeSmem::stages).
-        if j >= sub && j % sub == 0 {
-            let r = j / sub - 1 + ns;
-            if r < n_raw {
-                // SAFETY: the buffer of stage j / sub - 1, which no thread reads any more.
-                unsafe { issue::<B>(p, &c, r) };
-            }
+        let s = jn + lead;
+        if s < nk {
+            // SAFETY: step s's activation buffer last held step s - lead - 2 (multiplied in
+            // iteration j - 1); its weight buffer a stage whose last decode was before step
+            // j's (MmqPipeSmem's doc).
+            unsafe { issue::<B>(p, &c, s) };
         }
         cp_async_commit();
         // SAFETY: tile j % 2 and step j's activations are visible (above).
         unsafe { product::<B>(&c, j, &mut acc) };
         if jn < nk {
-            // SAFETY: stage jn / sub visible; tile jn % 2 free (above).
+            // SAFETY: step jn's copies visible; tile jn % 2 free (above).
             unsafe { decode::<B>(&c, jn) };
         }
     }

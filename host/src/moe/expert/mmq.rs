@@ -1,8 +1,8 @@
 //! The per-group MMQ products' limits (gpu/src/moe/mmq/): one CTA per up to 64 rows of an
 //! expert and 128 output features. Two kernels give the same bytes: the classic one (load,
 //! barrier, multiply, barrier; 31 KB of shared memory, every tensor-core GPU) and the pipelined
-//! one (`moe_mmq_pipe_<type>`: a `cp.async` ring and double-buffered decode, up to 112 KB), run
-//! wherever its shared memory fits. The plan that runs them is the split plan (split.rs).
+//! one (`moe_mmq_pipe_<type>`: `cp.async` copies 1-2 K steps ahead and double-buffered decode,
+//! up to 113 KB), run wherever its shared memory fits. The plan that runs them is the split plan (split.rs).
 
 use cudarc::driver::sys::CUfunction_attribute as FnAttr;
 use gpu::layout::{MMQ_ROWS, MMQ_SMEM_BYTES, MmqPipeSmem, WType};
@@ -33,14 +33,14 @@ pub enum MmqKernel {
 }
 
 impl MmqKernel {
-    /// The pipelined kernel where its layout has its stages (not Q8_0's: see
-    /// `gpu::layout::MmqPipeSmem`) and its shared memory fits one CTA on this device (and
+    /// The pipelined kernel where its layout has a copy lead (`gpu::layout::MmqPipeSmem`; every
+    /// type has one today) and its shared memory fits one CTA on this device (and
     /// MOE_MMQ_CLASSIC is not 1), else the classic one.
     pub fn choose(w: WType, dev: &DeviceLimits) -> MmqKernel {
         let classic = std::env::var(MMQ_CLASSIC_VAR).is_ok_and(|v| v == "1");
         let sm = MmqPipeSmem::new(w);
         let smem = sm.total;
-        if !classic && sm.stages > 0 && smem <= dev.max_smem_optin as usize {
+        if !classic && sm.lead > 0 && smem <= dev.max_smem_optin as usize {
             MmqKernel::Pipe { smem }
         } else {
             MmqKernel::Classic
