@@ -452,7 +452,7 @@ fn info_model_lists_layers_and_path_eligibility() {
         "layers 0-1:\n  gate/up iq2_xxs (separate ffn_gate_exps and ffn_up_exps), down iq4_nl, router f32;",
         "auto's tune table: built-in NVIDIA H200; no GPU to look up a measured table for\n",
         "  mmq: eligible\n  fused: eligible\n  ws: eligible\n  auto: picks per run among fused, mmq, ws: \
-         fused at 1-30, mmq at 31+ rows per routed expert (table: built-in NVIDIA H200)\n",
+         mmq at 1+ rows per routed expert (table: built-in NVIDIA H200)\n",
         "other tensors (not MoE router or expert tensors): none",
     ]);
 

@@ -1,6 +1,6 @@
 //! The embedded default run (no arguments): the synthetic reference-shape layer (canonical Q2_0
 //! pack, uniform routing) at 512, 2,048, 8,192 and 16,384 tokens on the expert path `--path`
-//! (auto by default: the fused path at 512, MMQ above), stage tables and parity on sampled
+//! (auto by default: MMQ at every T on the H200 by its tune table), stage tables and parity on sampled
 //! tokens; then the swiglu_quant fused vs two-kernel table at 163,840 rows.
 
 use super::prefill::{self, PrefillArgs};

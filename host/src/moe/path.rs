@@ -241,7 +241,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn choice_parses_and_auto_prefers_fused() {
+    fn choice_parses_and_auto_follows_the_built_in_table() {
         assert_eq!("auto".parse::<PathChoice>().unwrap(), PathChoice::Auto);
         assert_eq!(
             "fused".parse::<PathChoice>().unwrap(),
@@ -267,8 +267,8 @@ mod tests {
         );
         assert_eq!(
             explain(PathChoice::Auto, r, &dev, &t).unwrap(),
-            "auto: fused at 1-27, mmq at 28+ rows per routed expert, per run (table: built-in \
-             NVIDIA H200; no GPU) (mmq eligible; fused eligible; ws eligible)"
+            "auto: mmq at 1+ rows per routed expert, per run (table: built-in NVIDIA H200; no \
+             GPU) (mmq eligible; fused eligible; ws eligible)"
         );
         let why = explain(PathChoice::Auto, &iq_down, &dev, &t).unwrap();
         assert!(

@@ -1,8 +1,9 @@
 //! `--path auto`: the fused plan (where eligible) and one split plan, and per run the path and
 //! products the tune table (moe/tune/) says are fastest at that run's rows per routed expert:
 //! the fused path, or the split with each product on MMQ or weight-stationary. A format pair
-//! the table lacks takes the built-in rule: the fused path below [`FUSED_MAX_ROWS`] rows per
-//! routed expert, MMQ above. The choice is made from the expert bounds of the run (in the
+//! the table lacks takes the built-in rule: MMQ for both products (on the H200 the pipelined
+//! MMQ kernels beat the fused path at every measured row count of all 18 pairs,
+//! BENCHMARKS.md). The choice is made from the expert bounds of the run (in the
 //! pipeline's "tiles" stage) and never changes bytes.
 
 use std::sync::Arc;
@@ -16,12 +17,6 @@ use crate::error::{Error, Result};
 use crate::moe::layer::DeviceLayer;
 use crate::moe::path::ExpertPath;
 use crate::moe::tune::{Tuning, split_label};
-
-/// The built-in rule for pairs the tune table lacks: rows per routed expert below which the
-/// fused path was faster than MMQ on the H200 - at the reference shape 1.28-1.41x faster at
-/// 20 rows and 0.77-0.80x at 40 for the four benchmarked pairs (BENCHMARKS.md); the lines
-/// between those points cross at 29-30 rows.
-pub const FUSED_MAX_ROWS: usize = 30;
 
 /// What one run takes and why.
 #[derive(Clone, Debug, PartialEq)]
@@ -67,12 +62,9 @@ pub fn decide(tuning: &Tuning, g: WType, d: WType, rows: usize, allowed: Allowed
         }
         Some(c) => (c.fused, c.products, c.why),
         None => (
-            rows < FUSED_MAX_ROWS && allowed.fused,
+            false,
             [Product::Mmq; 2],
-            format!(
-                "{pair} not in the table, built-in rule: fused below {FUSED_MAX_ROWS} rows per \
-                 routed expert, else mmq"
-            ),
+            format!("{pair} not in the table, built-in rule: mmq"),
         ),
     };
     if !allowed.ws && products.contains(&Product::Ws) {
@@ -97,10 +89,10 @@ pub fn decide(tuning: &Tuning, g: WType, d: WType, rows: usize, allowed: Allowed
 }
 
 /// Auto's choice over rows per routed expert 1 and up, as runs of the same label: "fused at
-/// 1-28, mmq at 29+ rows per routed expert". Past the table's last ladder point (and past the
-/// built-in rule's threshold) the choice no longer changes.
+/// 1-28, mmq at 29+ rows per routed expert". Past the table's last ladder point the choice no
+/// longer changes.
 pub fn summary(tuning: &Tuning, g: WType, d: WType, allowed: Allowed) -> String {
-    let last = tuning.table.max_rows(g, d).max(FUSED_MAX_ROWS) + 1;
+    let last = tuning.table.max_rows(g, d) + 1;
     let mut runs: Vec<(usize, usize, String)> = Vec::new();
     for rows in 1..=last {
         let l = decide(tuning, g, d, rows, allowed).label();
@@ -347,23 +339,20 @@ mod tests {
     fn pairs_outside_the_table_take_the_built_in_rule() {
         let t = tuning();
         let d = decide(&t, IQ, Q2, 29, ALL);
-        assert_eq!((d.fused, d.products), (true, [Product::Mmq; 2]));
+        assert_eq!((d.fused, d.products), (false, [Product::Mmq; 2]));
         assert_eq!(
             d.why,
-            "fused at 29 rows per routed expert: iq2_xxs/q2_0 not in the table, built-in rule: \
-             fused below 30 rows per routed expert, else mmq (table: test table)"
+            "mmq at 29 rows per routed expert: iq2_xxs/q2_0 not in the table, built-in rule: mmq \
+             (table: test table)"
         );
-        assert_eq!(decide(&t, IQ, Q2, 30, ALL).label(), "mmq");
+        assert_eq!(decide(&t, IQ, Q2, 1, ALL).label(), "mmq");
         let no_fused = Allowed {
             fused: false,
             mmq: true,
             ws: true,
         };
         assert_eq!(decide(&t, IQ, Q2, 1, no_fused).label(), "mmq");
-        assert_eq!(
-            summary(&t, IQ, Q2, ALL),
-            "fused at 1-29, mmq at 30+ rows per routed expert"
-        );
+        assert_eq!(summary(&t, IQ, Q2, ALL), "mmq at 1+ rows per routed expert");
         assert_eq!(
             summary(&t, IQ, Q2, no_fused),
             "mmq at 1+ rows per routed expert"
@@ -371,17 +360,23 @@ mod tests {
     }
 
     #[test]
-    fn built_in_table_crosses_near_the_old_rule_for_q2_0() {
-        // The measured H200 table crosses from fused to MMQ about where the old rule (30) did.
+    fn built_in_table_takes_mmq_at_every_row_count() {
+        // The measured H200 table: the pipelined MMQ kernels beat the fused path everywhere.
         let t = Tuning::built_in("test");
-        assert_eq!(
-            summary(&t, Q2, Q2, ALL),
-            "fused at 1-27, mmq at 28+ rows per routed expert"
-        );
+        for (g, d) in crate::problem::GATE_UP_TYPES
+            .iter()
+            .flat_map(|&g| crate::problem::DOWN_TYPES.iter().map(move |&d| (g, d)))
+        {
+            assert_eq!(
+                summary(&t, g, d, ALL),
+                "mmq at 1+ rows per routed expert",
+                "{g:?}/{d:?}"
+            );
+        }
         let d = decide(&t, Q2, Q2, 10, ALL);
         assert_eq!(
             d.why,
-            "fused at 10 rows per routed expert: 1.435 ms vs mmq 2.230 ms (table: built-in \
+            "mmq at 10 rows per routed expert: 1.089 ms vs fused 1.331 ms (table: built-in \
              NVIDIA H200)"
         );
     }
