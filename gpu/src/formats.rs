@@ -118,11 +118,16 @@ pub fn q2_0_expand(b: u8) -> u32 {
     vsub4(w, 0x0101_0101)
 }
 
-/// CUDA's `__byte_perm` (PTX `prmt.b32`, default mode): byte i of the result is byte
+/// PTX `prmt.b32` (default mode) with selector nibbles below 8: byte i of the result is byte
 /// `(sel >> 4i) & 7` of the 8 bytes `b:a` (a first). One `prmt` on the GPU, the same bytes
-/// computed on the host.
+/// computed on the host. Only the low 16 bits of `sel` count; each of their nibbles must have
+/// its top bit clear (with it set, `prmt` replicates the byte's sign instead).
 #[inline(always)]
 pub fn byte_perm(a: u32, b: u32, sel: u32) -> u32 {
+    debug_assert!(
+        sel & 0x8888 == 0,
+        "prmt selector {sel:#x} has a sign-mode nibble"
+    );
     #[cfg(target_arch = "nvptx64")]
     {
         crate::ptx::prmt(a, b, sel)
@@ -181,18 +186,54 @@ impl WeightBlock for BlockQ2_0 {
     }
 }
 
+/// The IQ4_NL values of the 8 nibbles of 4 bytes (little-endian in `x`), from a 16-entry
+/// table of int8 held as 4 words: (the low nibbles' values, the high nibbles'), byte j of each
+/// from byte j of `x`. The table lookup is done in `prmt`s, 8 values at a time: the low 3 bits
+/// of each nibble select within both table halves, its top bit picks the half, then two
+/// `prmt`s separate low and high nibbles.
+#[inline(always)]
+pub fn iq4_nl_values4(x: u32, table: [u32; 4]) -> (u32, u32) {
+    let m = x & 0x7777_7777;
+    let half = ((x & 0x8888_8888) >> 1) | 0x3210_3210;
+    let mut t = [0u32; 2];
+    for (i, t) in t.iter_mut().enumerate() {
+        let sh = 16 * i as u32;
+        let lo = byte_perm(table[0], table[1], (m >> sh) & 0xffff);
+        let hi = byte_perm(table[2], table[3], (m >> sh) & 0xffff);
+        *t = byte_perm(lo, hi, (half >> sh) & 0xffff);
+    }
+    (byte_perm(t[0], t[1], 0x6420), byte_perm(t[0], t[1], 0x7531))
+}
+
+/// `KVALUES_IQ4NL` as 4 little-endian words (for [`iq4_nl_values4`]).
+const fn iq4_nl_table() -> [u32; 4] {
+    let k = KVALUES_IQ4NL;
+    let mut w = [0u32; 4];
+    let mut i = 0;
+    while i < 16 {
+        w[i / 4] |= (k[i] as u8 as u32) << (8 * (i % 4));
+        i += 1;
+    }
+    w
+}
+
 impl WeightBlock for BlockIq4Nl {
     const WTYPE: WType = WType::Iq4Nl;
     const GROUPS: usize = 1;
     #[inline(always)]
     fn group_q(&self, _g: usize) -> [u32; 8] {
-        let q = &self.qs;
-        let kv = |n: u8| KVALUES_IQ4NL[(n & 15) as usize] as u8;
+        const TABLE: [u32; 4] = iq4_nl_table();
+        // Two 16-bit loads per word (qs starts 2 bytes into a 2-byte aligned block).
+        let half = |k: usize| -> u32 {
+            // SAFETY: k + 1 < 16 (k <= 14, even): inside qs; qs is 2-byte aligned (offset 2
+            // of a `repr(C)` block whose alignment is 2).
+            unsafe { (self.qs.as_ptr().add(k) as *const u16).read() as u32 }
+        };
         let mut w = [0u32; 8];
         for j in 0..4 {
-            let b = [q[4 * j], q[4 * j + 1], q[4 * j + 2], q[4 * j + 3]];
-            w[j] = le_u32(kv(b[0]), kv(b[1]), kv(b[2]), kv(b[3]));
-            w[j + 4] = le_u32(kv(b[0] >> 4), kv(b[1] >> 4), kv(b[2] >> 4), kv(b[3] >> 4));
+            let (lo, hi) = iq4_nl_values4(half(4 * j) | half(4 * j + 2) << 16, TABLE);
+            w[j] = lo;
+            w[j + 4] = hi;
         }
         w
     }
@@ -399,6 +440,31 @@ mod tests {
                     assert_eq!(*w, q2_0_expand((x >> (8 * j)) as u8), "{b:#x} at {pos}");
                 }
             }
+        }
+        // IQ4_NL: the prmt lookup equals the table for every byte in every position.
+        let kv = |n: u32| KVALUES_IQ4NL[(n & 15) as usize] as u8 as u32;
+        let scalar = |x: u32| {
+            (0..4).fold((0u32, 0u32), |(lo, hi), j| {
+                let b = x >> (8 * j);
+                (lo | kv(b) << (8 * j), hi | kv(b >> 4) << (8 * j))
+            })
+        };
+        for b in 0..=255u32 {
+            for pos in 0..4 {
+                let x = b << (8 * pos) | 0x5a3c_e187 & !(0xff << (8 * pos));
+                assert_eq!(
+                    iq4_nl_values4(x, iq4_nl_table()),
+                    scalar(x),
+                    "{b:#x} at {pos}"
+                );
+            }
+        }
+        let mut s = 0x9e37_79b9u32;
+        for _ in 0..100_000 {
+            s ^= s << 13;
+            s ^= s >> 17;
+            s ^= s << 5;
+            assert_eq!(iq4_nl_values4(s, iq4_nl_table()), scalar(s));
         }
         let mut s = 0x9e37_79b9u32;
         for _ in 0..100_000 {
