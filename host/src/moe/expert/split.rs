@@ -1,6 +1,7 @@
 //! The split paths: gate/up product -> swiglu_quant -> down product, three launches, GU and H
-//! through global memory. Each product runs on the per-group MMQ kernels (gpu/src/moe/mmq.rs:
-//! one CTA per up to 64 rows of an expert, `mma`) or on the weight-stationary ones
+//! through global memory. Each product runs on the per-group MMQ kernels (gpu/src/moe/mmq/:
+//! one CTA per up to 64 rows of an expert, `mma`; the pipelined kernel where its shared memory
+//! fits, else the classic one, expert/mmq.rs) or on the weight-stationary ones
 //! (gpu/src/moe/ws.rs: a thread per weight row, integer `mad`, tiers of 16/32/64 rows, largest
 //! expert first). `--path mmq` and `--path ws` fix both products; `--path auto` picks each
 //! product per run (moe/expert/auto.rs). Both kernel families take `MmqParams` and give the
