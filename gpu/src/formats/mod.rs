@@ -17,7 +17,7 @@ use crate::tables::{IQ2S_GRID, IQ2XS_GRID, IQ2XXS_GRID, IQ3S_GRID, IQ3XXS_GRID, 
 pub use words::{
     apply_signs4, byte_perm, iq4_nl_values4, q2_0_expand, q2_0_expand4, sign_mask4, vsub4,
 };
-use words::{iq4_nl_table, le_u32};
+use words::{iq4_nl_table, le_u32, qs_word};
 
 /// THE list of weight formats: one row per type, as ggml's `mmq_type_traits` table - the
 /// `WType` variant, its block struct (`gpu::layout`), and the names of its kernels: the MMQ
@@ -97,13 +97,7 @@ impl WeightBlock for BlockQ2_0 {
     #[inline(always)]
     fn group_q(&self, g: usize) -> [u32; 8] {
         let base = 8 * (g & 1);
-        // Two 16-bit loads per word (qs starts 2 bytes into a 2-byte aligned block).
-        let half = |k: usize| -> u32 {
-            // SAFETY: k + 1 < 16 (k <= 14, even): inside qs; qs is 2-byte aligned (offset 2
-            // of a `repr(C)` block whose alignment is 2).
-            unsafe { (self.qs.as_ptr().add(k) as *const u16).read() as u32 }
-        };
-        let word = |k: usize| half(k) | half(k + 2) << 16;
+        let word = |k: usize| qs_word(&self.qs, k);
         let lo = q2_0_expand4(word(base));
         let hi = q2_0_expand4(word(base + 4));
         [lo[0], lo[1], lo[2], lo[3], hi[0], hi[1], hi[2], hi[3]]
@@ -121,15 +115,9 @@ impl WeightBlock for BlockIq4Nl {
     #[inline(always)]
     fn group_q(&self, _g: usize) -> [u32; 8] {
         const TABLE: [u32; 4] = iq4_nl_table();
-        // Two 16-bit loads per word (qs starts 2 bytes into a 2-byte aligned block).
-        let half = |k: usize| -> u32 {
-            // SAFETY: k + 1 < 16 (k <= 14, even): inside qs; qs is 2-byte aligned (offset 2
-            // of a `repr(C)` block whose alignment is 2).
-            unsafe { (self.qs.as_ptr().add(k) as *const u16).read() as u32 }
-        };
         let mut w = [0u32; 8];
         for j in 0..4 {
-            let (lo, hi) = iq4_nl_values4(half(4 * j) | half(4 * j + 2) << 16, TABLE);
+            let (lo, hi) = iq4_nl_values4(qs_word(&self.qs, 4 * j), TABLE);
             w[j] = lo;
             w[j + 4] = hi;
         }
