@@ -11,8 +11,8 @@ use crate::moe::expert::ExpertPlan;
 use crate::moe::expert::auto::{self, AutoPlan};
 use crate::moe::expert::fused::{self, FusedPlan};
 use crate::moe::expert::mmq;
-use crate::moe::expert::split::{Product, SplitChoice, SplitPlan};
-use crate::moe::expert::ws::{self, WsOptions};
+use crate::moe::expert::split::{Product, SplitChoice, SplitOptions, SplitPlan};
+use crate::moe::expert::ws;
 use crate::moe::tune::{self, Tuning};
 use crate::problem::MoeShape;
 use crate::ptx;
@@ -161,23 +161,35 @@ pub fn plan(
 ) -> Result<Box<dyn ExpertPlan>> {
     eligible(path, s, &gpu.limits())?;
     Ok(match path {
-        ExpertPath::Mmq => split_plan(gpu, s, cap_rows, [Product::Mmq; 2], WsOptions::default())?,
+        ExpertPath::Mmq => split_plan(
+            gpu,
+            s,
+            cap_rows,
+            [Product::Mmq; 2],
+            SplitOptions::from_env()?,
+        )?,
         ExpertPath::Fused => Box::new(FusedPlan::new(gpu, s, cap_rows)?),
-        ExpertPath::Ws => split_plan(gpu, s, cap_rows, [Product::Ws; 2], WsOptions::from_env())?,
+        ExpertPath::Ws => split_plan(
+            gpu,
+            s,
+            cap_rows,
+            [Product::Ws; 2],
+            SplitOptions::from_env()?,
+        )?,
     })
 }
 
-/// A split plan whose products (gate/up, down) are fixed to `products`, the weight-stationary
-/// ones run with `ws`: the mmq and ws paths, and mixes and options for tests and measurements.
+/// A split plan whose products (gate/up, down) are fixed to `products`, run with `opts`: the
+/// mmq and ws paths, and mixes and options for tests and measurements.
 pub fn split_plan(
     gpu: &Gpu,
     s: &MoeShape,
     cap_rows: usize,
     products: [Product; 2],
-    ws: WsOptions,
+    opts: SplitOptions,
 ) -> Result<Box<dyn ExpertPlan>> {
     let choice = SplitChoice::Fixed(products);
-    Ok(Box::new(SplitPlan::new(gpu, s, cap_rows, choice, ws)?))
+    Ok(Box::new(SplitPlan::new(gpu, s, cap_rows, choice, opts)?))
 }
 
 /// The plan of a choice: the forced path's, or for auto the fused plan (where eligible) and a
@@ -230,7 +242,7 @@ pub fn plan_tuned(
             s,
             cap_rows,
             products,
-            WsOptions::from_env(),
+            SplitOptions::from_env()?,
         )?))
     };
     Ok(Box::new(AutoPlan::new(fused, split, tuning, pair, ok)?))

@@ -9,7 +9,8 @@ use gpu::layout::WType;
 
 use crate::device::Gpu;
 use crate::error::{Error, Result};
-use crate::moe::expert::split::Product;
+use crate::moe::expert::mmq::MmqChoice;
+use crate::moe::expert::split::{Product, SplitOptions};
 use crate::moe::expert::ws::WsOptions;
 use crate::moe::layer::DeviceLayer;
 use crate::moe::path::split_plan;
@@ -69,7 +70,10 @@ impl<'a> WsDownCase<'a> {
         let tier = gpu::layout::WS_COLS.iter().position(|&c| c == cols);
         let r = synth::routing(n_tokens, s.n_experts, s.top_k, pop, seed ^ n_tokens as u64);
         let pipe = |fast: bool| -> Result<Prefill> {
-            let o = WsOptions { fast, tier };
+            let o = SplitOptions {
+                ws: WsOptions { fast, tier },
+                mmq: MmqChoice::from_env()?,
+            };
             let products = [Product::Mmq, Product::Ws];
             let plan = split_plan(gpu, &s, n_tokens * s.top_k, products, o)?;
             let mut pf = Prefill::with_plan(gpu, &s, n_tokens, plan)?;

@@ -3,7 +3,8 @@
 
 use gpu::layout::WType;
 use host::device::Gpu;
-use host::moe::expert::split::Product;
+use host::moe::expert::mmq::MmqChoice;
+use host::moe::expert::split::{Product, SplitOptions};
 use host::moe::expert::ws::WsOptions;
 use host::moe::layer::DeviceLayer;
 use host::moe::path::{self, ExpertPath, PathChoice};
@@ -28,21 +29,22 @@ pub fn f32_bytes(v: &[f32]) -> &[u8] {
     bytemuck::cast_slice(v)
 }
 
-/// A pipeline whose products are fixed to `products`, weight-stationary ones run with `ws`.
+/// A pipeline whose products are fixed to `products`, run with `opts`.
 pub fn split_pipeline(
     gpu: &Gpu,
     s: &MoeShape,
     cap: usize,
     products: [Product; 2],
-    ws: WsOptions,
+    opts: SplitOptions,
 ) -> Prefill {
-    let plan = path::split_plan(gpu, s, cap * s.top_k, products, ws).expect("split plan");
+    let plan = path::split_plan(gpu, s, cap * s.top_k, products, opts).expect("split plan");
     Prefill::with_plan(gpu, s, cap, plan).expect("pipeline")
 }
 
 /// One pipeline per expert path that can run `s` here (MMQ and weight-stationary always; fused
-/// where eligible), the weight-stationary path with WS_FAST, and one that chooses per run
-/// (`auto`).
+/// where eligible), the weight-stationary path with WS_FAST, the MMQ path on its classic kernel
+/// (the plain MMQ pipeline runs the pipelined one where it fits, as on every GPU we test on), and
+/// one that chooses per run (`auto`).
 pub fn pipelines(gpu: &Gpu, s: &MoeShape, cap: usize) -> Vec<Prefill> {
     let mut pfs: Vec<Prefill> = ExpertPath::ALL
         .into_iter()
@@ -53,7 +55,24 @@ pub fn pipelines(gpu: &Gpu, s: &MoeShape, cap: usize) -> Vec<Prefill> {
         fast: true,
         tier: None,
     };
-    pfs.push(split_pipeline(gpu, s, cap, [Product::Ws; 2], fast));
+    let o = SplitOptions {
+        ws: fast,
+        mmq: MmqChoice::Auto,
+    };
+    pfs.push(split_pipeline(gpu, s, cap, [Product::Ws; 2], o));
+    if path::eligible(ExpertPath::Mmq, s, &gpu.limits()).is_ok() {
+        let o = SplitOptions {
+            ws: WsOptions::default(),
+            mmq: MmqChoice::Classic,
+        };
+        let classic = split_pipeline(gpu, s, cap, [Product::Mmq; 2], o);
+        assert!(
+            classic.describe().contains("classic kernel"),
+            "{}",
+            classic.describe()
+        );
+        pfs.push(classic);
+    }
     pfs.push(Prefill::new(gpu, s, cap, PathChoice::Auto).expect("auto pipeline"));
     if host::ptx::has_mma(gpu.info.ptx_arch) {
         assert!(pfs.iter().any(|p| p.path() == ExpertPath::Mmq));

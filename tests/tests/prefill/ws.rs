@@ -6,7 +6,7 @@
 use super::common::*;
 use gpu::layout::{WS_COLS, WS_FAST_COLS, WType};
 use host::device::Gpu;
-use host::moe::expert::split::Product;
+use host::moe::expert::split::{Product, SplitOptions};
 use host::moe::expert::ws::WsOptions;
 use host::moe::layer::DeviceLayer;
 use host::moe::prefill::Prefill;
@@ -23,7 +23,7 @@ fn ws_pipelines(gpu: &Gpu, s: &MoeShape, cap: usize) -> Vec<Prefill> {
                 fast: false,
                 tier: Some(tier),
             };
-            split_pipeline(gpu, s, cap, [Product::Ws; 2], o)
+            split_pipeline(gpu, s, cap, [Product::Ws; 2], ws_only(o))
         })
         .collect();
     for &cols in &WS_FAST_COLS {
@@ -31,12 +31,19 @@ fn ws_pipelines(gpu: &Gpu, s: &MoeShape, cap: usize) -> Vec<Prefill> {
             fast: true,
             tier: WS_COLS.iter().position(|&c| c == cols),
         };
-        pfs.push(split_pipeline(gpu, s, cap, [Product::Ws; 2], fast));
+        pfs.push(split_pipeline(gpu, s, cap, [Product::Ws; 2], ws_only(fast)));
     }
     for mix in [[Product::Ws, Product::Mmq], [Product::Mmq, Product::Ws]] {
-        pfs.push(split_pipeline(gpu, s, cap, mix, WsOptions::default()));
+        pfs.push(split_pipeline(gpu, s, cap, mix, SplitOptions::default()));
     }
     pfs
+}
+
+fn ws_only(ws: WsOptions) -> SplitOptions {
+    SplitOptions {
+        ws,
+        ..SplitOptions::default()
+    }
 }
 
 fn routings(s: &MoeShape, t: usize, sd: u64) -> Vec<(String, Routing)> {

@@ -1,7 +1,7 @@
 //! The split paths: gate/up product -> swiglu_quant -> down product, three launches, GU and H
 //! through global memory. Each product runs on the per-group MMQ kernels (gpu/src/moe/mmq/:
 //! one CTA per up to 64 rows of an expert, `mma`; the pipelined kernel where its shared memory
-//! fits, else the classic one, expert/mmq.rs) or on the weight-stationary ones
+//! fits - 64- or 32-row tiles, per run - else the classic one, expert/mmq.rs) or on the weight-stationary ones
 //! (gpu/src/moe/ws.rs: a thread per weight row, integer `mad`, tiers of 16/32/64 rows, largest
 //! expert first). `--path mmq` and `--path ws` fix both products; `--path auto` picks each
 //! product per run (moe/expert/auto.rs). Both kernel families take `MmqParams` and give the
@@ -19,7 +19,7 @@ use super::{
 };
 use crate::device::{Gpu, KArg, dptr};
 use crate::error::{DriverOp, Result};
-use crate::moe::expert::mmq::{self, MmqKernel};
+use crate::moe::expert::mmq::{self, MmqChoice, MmqKernel};
 use crate::moe::expert::ws::{self, WsOptions};
 use crate::moe::layer::DeviceLayer;
 use crate::moe::path::ExpertPath;
@@ -61,6 +61,23 @@ impl SplitChoice {
     }
 }
 
+/// How a split plan's products run: the weight-stationary options and the MMQ kernel choice.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SplitOptions {
+    pub ws: WsOptions,
+    pub mmq: MmqChoice,
+}
+
+impl SplitOptions {
+    /// From the environment (`MOE_WS_FAST`, `MOE_WS_COLS`, `MOE_MMQ_KERNEL`).
+    pub fn from_env() -> Result<SplitOptions> {
+        Ok(SplitOptions {
+            ws: WsOptions::from_env(),
+            mmq: MmqChoice::from_env()?,
+        })
+    }
+}
+
 /// Why a product family cannot run this shape, if it cannot.
 pub fn eligible(p: Product, s: &MoeShape) -> Result<()> {
     match p {
@@ -89,13 +106,14 @@ pub struct SplitPlan {
 }
 
 impl SplitPlan {
-    /// `ws`: how the weight-stationary products run (WS_FAST, a forced tier).
+    /// `opts`: how the weight-stationary products run (WS_FAST, a forced tier) and which MMQ
+    /// kernel runs (per run, or forced).
     pub fn new(
         gpu: &Gpu,
         s: &MoeShape,
         cap_rows: usize,
         choice: SplitChoice,
-        ws: WsOptions,
+        opts: SplitOptions,
     ) -> Result<Self> {
         let rows = cap_rows.max(1);
         let tiles = |p: Product, width: usize| -> Result<Option<CudaSlice<TileRepr>>> {
@@ -109,7 +127,8 @@ impl SplitPlan {
         };
         let tiles_mmq = tiles(Product::Mmq, MMQ_COLS)?;
         let dev = gpu.limits();
-        let mmq_kernels = [s.gate_up_type, s.down_type].map(|w| MmqKernel::choose(w, &dev));
+        let mmq_kernels =
+            [s.gate_up_type, s.down_type].map(|w| MmqKernel::choose(w, &dev, opts.mmq));
         if tiles_mmq.is_some() {
             for (k, w) in mmq_kernels.iter().zip([s.gate_up_type, s.down_type]) {
                 k.prepare(gpu.kernels.format(w)?)?;
@@ -124,7 +143,7 @@ impl SplitPlan {
             shape: *s,
             cap_rows: rows,
             choice,
-            ws,
+            ws: opts.ws,
             tiles_mmq,
             n_mmq: 0,
             tiles_ws,
@@ -140,6 +159,11 @@ impl SplitPlan {
     /// The products of the last prepared run (gate/up, down).
     pub fn products(&self) -> [Product; 2] {
         self.products
+    }
+
+    /// The MMQ kernels of the products (gate/up, down) where MMQ runs.
+    pub fn mmq_kernels(&self) -> [MmqKernel; 2] {
+        self.mmq_kernels
     }
 
     /// Queues one product over the prepared tiles of its family.
@@ -201,21 +225,8 @@ impl SplitPlan {
                     .tiles_mmq
                     .as_ref()
                     .expect("mmq tiles exist when mmq may run");
-                match self.mmq_kernels[which] {
-                    MmqKernel::Pipe { .. } => {
-                        let (f, name) = k.mmq_pipe()?;
-                        (f, name, dptr(t, st))
-                    }
-                    MmqKernel::Classic => (
-                        if which == 0 {
-                            k.gate_up_mmq()?
-                        } else {
-                            k.down_mmq()?
-                        },
-                        k.names[which],
-                        dptr(t, st),
-                    ),
-                }
+                let (f, name) = self.mmq_kernels[which].function(k, which)?;
+                (f, name, dptr(t, st))
             }
             Product::Ws => {
                 let t = self
