@@ -369,8 +369,8 @@ fn expert_row_counts_at_tile_edges() {
         let mut pfs = pipelines(&gpu, &s, t);
         assert_eq!(
             pfs.len(),
-            5,
-            "mmq, fused, ws, ws fast and auto run this shape"
+            6,
+            "mmq, fused, ws, ws fast, mmq on its classic kernel and auto run this shape"
         );
         let label = format!(
             "row counts {counts:?} top-{k} {}/{}",

@@ -178,6 +178,14 @@ pub const SCATTER_COUNT_THREADS: usize = SCATTER_CHUNK;
 pub const SCATTER_OFFSETS_THREADS: usize = 1024;
 /// Threads of a `moe_scatter_place` CTA: one warp walks its chunk's tokens in order.
 pub const SCATTER_PLACE_THREADS: usize = 32;
+
+/// Dynamic shared memory of a `moe_scatter_place` CTA: its per-expert row counters, then the
+/// expert ids of its chunk's `SCATTER_CHUNK x top_k` slots (at most 40 KB: 2,048 experts, top-32).
+pub const fn scatter_place_smem(n_experts: usize, top_k: usize) -> usize {
+    4 * n_experts + 4 * SCATTER_CHUNK * top_k
+}
+// Within the 48 KB a kernel gets without opting in, for every shape the scatter accepts.
+const _: () = assert!(scatter_place_smem(MAX_EXPERTS, 32) <= 48 * 1024);
 /// Output values (threads) of one `moe_combine` CTA along the hidden size.
 pub const COMBINE_THREADS: usize = 256;
 /// Largest expert count the scatter and route kernels support.

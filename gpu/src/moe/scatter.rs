@@ -5,9 +5,11 @@
 //!    `chunk_counts[chunk][e]`.
 //! 2. `moe_scatter_offsets`: one CTA of 1024 threads; `expert_bounds` = exclusive scan of the
 //!    per-expert totals; `chunk_counts` becomes the first compact row of each (chunk, expert).
-//! 3. `moe_scatter_place`: CTA (one warp) per chunk; tokens in order, lane s places slot s:
-//!    within an expert, rows follow token order (as ggml's `mm_ids_helper`). Writes
-//!    `row_token`, `row_dst` (token * top_k + slot) and `row_of` (its inverse).
+//! 3. `moe_scatter_place`: CTA (one warp) per chunk; the chunk's expert ids are first copied
+//!    into shared memory (coalesced), then tokens in order, lane s places slot s: within an
+//!    expert, rows follow token order (as ggml's `mm_ids_helper`). Writes `row_token`,
+//!    `row_dst` (token * top_k + slot) and `row_of` (its inverse). The walk is serial (256 steps
+//!    per chunk), so each step touches only shared memory before its stores.
 //! 4. `moe_scatter_quantize`: CTA per token, 8 warps over the 128-value chunks of its row:
 //!    quantizes the token's activations to q8_1 D4 once and writes them to every row the token
 //!    was routed to.
@@ -119,13 +121,14 @@ pub unsafe extern "ptx-kernel" fn moe_scatter_offsets(p: ScatterParams) {
 ///
 /// # Safety
 /// Buffers as `layout::ScatterParams`, after steps 1-2; each token's ids distinct and below
-/// n_experts, top_k <= 32; `4 * n_experts` bytes of dynamic shared memory; grid
-/// `ceil(n_tokens / 256)` CTAs of 32 threads.
+/// n_experts, top_k <= 32; `layout::scatter_place_smem(n_experts, top_k)` bytes of dynamic
+/// shared memory; grid `ceil(n_tokens / 256)` CTAs of 32 threads.
 #[unsafe(no_mangle)]
 pub unsafe extern "ptx-kernel" fn moe_scatter_place(p: ScatterParams) {
     let smem = smem_base();
     let lane = lane_id();
     let chunk = ctaid_x();
+    let ids_s = smem + 4 * p.n_experts;
     let mut e = lane;
     while e < p.n_experts {
         // SAFETY: (chunk, e) is inside chunk_counts; e < n_experts.
@@ -137,17 +140,30 @@ pub unsafe extern "ptx-kernel" fn moe_scatter_place(p: ScatterParams) {
         };
         e += 32;
     }
-    sync_warp();
     let t0 = chunk * SCATTER_CHUNK as u32;
     let t1 = (t0 + SCATTER_CHUNK as u32).min(p.n_tokens);
+    let first = t0 * p.top_k;
+    let mut i = lane;
+    while i < (t1 - t0) * p.top_k {
+        // SAFETY: slot first + i is inside ids (token < t1 <= n_tokens); i < 256 top_k, inside
+        // the ids area of shared memory.
+        unsafe {
+            st_shared_u32(
+                ids_s + 4 * i,
+                *(p.ids as *const u32).add((first + i) as usize),
+            )
+        };
+        i += 32;
+    }
+    sync_warp();
     for t in t0..t1 {
         if lane < p.top_k {
             let src = t * p.top_k + lane;
-            // SAFETY: src is inside ids and row_of; the expert's next row is inside the row
-            // arrays (the offsets count exactly the rows placed); distinct experts per token,
-            // so no two lanes touch the same counter.
+            // SAFETY: src is inside row_of and its id was staged above; the expert's next row
+            // is inside the row arrays (the offsets count exactly the rows placed); distinct
+            // experts per token, so no two lanes touch the same counter.
             unsafe {
-                let e = *(p.ids as *const u32).add(src as usize);
+                let e = ld_shared_u32(ids_s + 4 * (src - first));
                 let c = ld_shared_u32(smem + 4 * e);
                 st_shared_u32(smem + 4 * e, c + 1);
                 *(p.row_token as *mut u32).add(c as usize) = t;

@@ -4,7 +4,7 @@
 use cudarc::driver::{LaunchConfig, PushKernelArg};
 use gpu::layout::{
     MAX_EXPERTS, QUANT_BLOCK_THREADS, SCATTER_CHUNK, SCATTER_COUNT_THREADS,
-    SCATTER_OFFSETS_THREADS, SCATTER_PLACE_THREADS, ScatterParams,
+    SCATTER_OFFSETS_THREADS, SCATTER_PLACE_THREADS, ScatterParams, scatter_place_smem,
 };
 
 use crate::device::{Gpu, KArg};
@@ -104,7 +104,7 @@ pub unsafe fn launch(gpu: &Gpu, p: ScatterParams) -> Result<()> {
             .launch(cfg(
                 (n_chunks as u32, 1, 1),
                 SCATTER_PLACE_THREADS as u32,
-                smem,
+                scatter_place_smem(p.n_experts as usize, p.top_k as usize) as u32,
             ))
             .op("launch moe_scatter_place")?;
         s.launch_builder(&k.moe_scatter_quantize)
