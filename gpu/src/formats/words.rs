@@ -11,17 +11,39 @@ pub fn vsub4(a: u32, b: u32) -> u32 {
     ((a | 0x8080_8080).wrapping_sub(b & 0x7f7f_7f7f)) ^ ((a ^ !b) & 0x8080_8080)
 }
 
-/// Spreads the low 4 bits of `s` to byte masks: byte m = 0xff if bit m is set, else 0.
+/// Spreads the low 4 bits of `s` to byte masks: byte m = 0xff if bit m is set, else 0. The
+/// multiply moves bit m to bit 8m + 7 (the four partial products land on distinct bits: no
+/// carry), then one `prmt` in sign mode replicates each byte's top bit over the byte.
 #[inline(always)]
 pub fn sign_mask4(s: u32) -> u32 {
-    ((s & 0xf).wrapping_mul(0x0020_4081) & 0x0101_0101).wrapping_mul(0xff)
+    byte_signs((s & 0xf).wrapping_mul(0x1020_4080))
 }
 
-/// Applies 4 sign bits to 4 unsigned grid bytes: byte m negated where bit m of `s` is set.
+/// Applies 4 sign bits to 4 grid bytes, each in 1..=127 (every IQ2/IQ3 grid's are: the test
+/// `grid_bytes_are_small_and_nonzero`): byte m negated where bit m of `s` is set, as
+/// `(v ^ m) + (m & 0x01)` per byte - `!v + 1` is at most 255 for v >= 1, so no carry crosses
+/// into the next byte and one 32-bit add does all four.
 #[inline(always)]
 pub fn apply_signs4(v: u32, s: u32) -> u32 {
     let m = sign_mask4(s);
-    vsub4(v ^ m, m)
+    (v ^ m).wrapping_add(m & 0x0101_0101)
+}
+
+/// Each byte of `x` replaced by its top bit replicated (0xff or 0): PTX `prmt` with the sign
+/// flag in every selector nibble (`0xba98`). One instruction on the GPU.
+#[inline(always)]
+pub fn byte_signs(x: u32) -> u32 {
+    #[cfg(target_arch = "nvptx64")]
+    {
+        crate::ptx::prmt(x, 0, 0xba98)
+    }
+    #[cfg(not(target_arch = "nvptx64"))]
+    {
+        u32::from_le_bytes(
+            x.to_le_bytes()
+                .map(|b| if b & 0x80 != 0 { 0xff } else { 0 }),
+        )
+    }
 }
 
 /// Bytes `k .. k + 4` of a block's 16 `qs` bytes as a little-endian word, in two 16-bit loads
@@ -148,14 +170,58 @@ mod tests {
 
     #[test]
     fn signs_negate_bytes() {
-        for s in 0..16u32 {
-            let v = 0x2b19_0843u32;
+        let mut r = 11u64;
+        for i in 0..200_000u32 {
+            r = r
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            // Grid-like bytes (1..=127), every pair of byte values at the edges, and every s
+            // below 256 (callers pass a whole sign byte or its upper half).
+            let v = u32::from_le_bytes(((r >> 8) as u32).to_le_bytes().map(|b| 1 + b % 127));
+            let v = if i < 4 {
+                [0x0101_0101, 0x7f7f_7f7f, 0x017f_017f, 0x7f01_7f01][i as usize]
+            } else {
+                v
+            };
+            let s = (r >> 40) as u32 & 0xff;
             let got = apply_signs4(v, s).to_le_bytes();
             for (m, (&g, &b)) in got.iter().zip(&v.to_le_bytes()).enumerate() {
                 let b = b as i8;
                 let want = if s >> m & 1 == 1 { -b } else { b };
-                assert_eq!(g as i8, want);
+                assert_eq!(g as i8, want, "v {v:#x} s {s:#x} byte {m}");
             }
+            let mask = sign_mask4(s).to_le_bytes();
+            for (m, &x) in mask.iter().enumerate() {
+                assert_eq!(x, if s >> m & 1 == 1 { 0xff } else { 0 });
+            }
+        }
+    }
+
+    #[test]
+    fn byte_signs_replicates_top_bits() {
+        for x in [
+            0u32,
+            0x8000_0000,
+            0x7f80_0180,
+            0xffff_ffff,
+            0x1234_5678,
+            0x89ab_cdef,
+        ] {
+            let want = u32::from_le_bytes(x.to_le_bytes().map(|b| ((b as i8) >> 7) as u8));
+            assert_eq!(byte_signs(x), want, "{x:#x}");
+        }
+    }
+
+    /// `apply_signs4`'s precondition: every byte of every IQ2/IQ3 grid is in 1..=127.
+    #[test]
+    fn grid_bytes_are_small_and_nonzero() {
+        use crate::tables::{IQ2S_GRID, IQ2XS_GRID, IQ2XXS_GRID, IQ3S_GRID, IQ3XXS_GRID};
+        let ok = |b: u8| (1..=127).contains(&b);
+        for g in IQ2XXS_GRID.iter().chain(&IQ2XS_GRID).chain(&IQ2S_GRID) {
+            assert!(g.to_le_bytes().into_iter().all(ok), "{g:#x}");
+        }
+        for g in IQ3XXS_GRID.iter().chain(&IQ3S_GRID) {
+            assert!(g.to_le_bytes().into_iter().all(ok), "{g:#x}");
         }
     }
 
