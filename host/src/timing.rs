@@ -134,9 +134,11 @@ pub fn read_bandwidth(gpu: &Gpu, bytes: usize) -> Result<(f64, Stats)> {
 pub const H200_READ_ONLY_BYTES_PER_S: f64 = 4.45e12;
 /// `mma.sync m16n8k32 .s8` issue rate on the H200, int8 operations per second.
 pub const H200_MMA_OPS_PER_S: f64 = 1.285e15;
-/// FP32-pipe issue of MMQ's scale steps on the H200: ~2.5 instructions per step (I2F or MAGIC,
-/// FMUL, FFMA) at 132 SMs x 128 lanes x 1.98 GHz (docs/h200-ceilings.md).
-pub const H200_SCALE_STEPS_PER_S: f64 = 132.0 * 128.0 * 1.98e9 / 2.5;
+/// FP32-pipe issue of MMQ's scale steps on the H200: 2 instructions per step (our epilogue:
+/// `C * dA` in one fma on the MAGIC form, `gpu::quant::magic_mul`, then the fma with dB; the
+/// 16-value types take 4 per 32 values) at 132 SMs x 128 lanes x 1.98 GHz
+/// (docs/h200-ceilings.md). Until 6a6de04 the steps took 3 (MAGIC subtraction, FMUL, FFMA).
+pub const H200_SCALE_STEPS_PER_S: f64 = 132.0 * 128.0 * 1.98e9 / 2.0;
 
 /// The floors of one layer at `n_tokens`, ms: (weights read once at `read_bytes_per_s` - the
 /// read-only rate measured by [`read_bandwidth`], or [`H200_READ_ONLY_BYTES_PER_S`] -, int8
