@@ -160,23 +160,12 @@ pub fn plan(
     cap_rows: usize,
 ) -> Result<Box<dyn ExpertPlan>> {
     eligible(path, s, &gpu.limits())?;
-    Ok(match path {
-        ExpertPath::Mmq => split_plan(
-            gpu,
-            s,
-            cap_rows,
-            [Product::Mmq; 2],
-            SplitOptions::from_env()?,
-        )?,
-        ExpertPath::Fused => Box::new(FusedPlan::new(gpu, s, cap_rows)?),
-        ExpertPath::Ws => split_plan(
-            gpu,
-            s,
-            cap_rows,
-            [Product::Ws; 2],
-            SplitOptions::from_env()?,
-        )?,
-    })
+    let product = match path {
+        ExpertPath::Fused => return Ok(Box::new(FusedPlan::new(gpu, s, cap_rows)?)),
+        ExpertPath::Mmq => Product::Mmq,
+        ExpertPath::Ws => Product::Ws,
+    };
+    split_plan(gpu, s, cap_rows, [product; 2], SplitOptions::from_env()?)
 }
 
 /// A split plan whose products (gate/up, down) are fixed to `products`, run with `opts`: the
