@@ -14,10 +14,10 @@ use crate::quant::f16_to_f32;
 
 mod words;
 use crate::tables::{IQ2S_GRID, IQ2XS_GRID, IQ2XXS_GRID, IQ3S_GRID, IQ3XXS_GRID, KSIGNS_IQ2XS};
+use words::iq4_nl_table;
 pub use words::{
     apply_signs4, byte_perm, iq4_nl_values4, q2_0_expand, q2_0_expand4, sign_mask4, vsub4,
 };
-use words::{iq4_nl_table, le_u32, qs_word};
 
 /// THE list of weight formats: one row per type, as ggml's `mmq_type_traits` table - the
 /// `WType` variant, its block struct (`gpu::layout`), and the names of its kernels: the MMQ
@@ -46,16 +46,97 @@ macro_rules! for_each_format {
     };
 }
 
-/// A weight block of one of the eight formats.
+/// Where a decoder reads a block's bytes (every block is 2-byte aligned, its `d` at offset 0):
+/// [`Mem`], the block in memory the code holds a reference to (the host; kernels reading their
+/// global buffers), or on the GPU [`Shared`], a block staged in shared memory, read by explicit
+/// `ld.shared` - a load through a generic pointer into shared memory waits on the long
+/// scoreboard like a global one (measured on the H200: BENCHMARKS.md). One decoder per format
+/// serves both.
+pub trait BlockBytes: Copy {
+    /// Byte `off` of the block, zero-extended.
+    fn u8(self, off: usize) -> u32;
+    /// Bytes `off`, `off + 1` (little-endian); `off` even.
+    fn u16(self, off: usize) -> u32;
+    /// Bytes `off .. off + 4` (little-endian) in two 16-bit loads; `off` even.
+    #[inline(always)]
+    fn u32_at(self, off: usize) -> u32 {
+        self.u16(off) | self.u16(off + 2) << 16
+    }
+}
+
+/// A block read through a reference (see [`BlockBytes`]).
+#[derive(Clone, Copy)]
+pub struct Mem(*const u8);
+
+impl Mem {
+    #[inline(always)]
+    pub fn of<B: WeightBlock>(b: &B) -> Mem {
+        Mem(b as *const B as *const u8)
+    }
+}
+
+impl BlockBytes for Mem {
+    #[inline(always)]
+    fn u8(self, off: usize) -> u32 {
+        // SAFETY: `Mem::of` points at a whole block; the decoders' offsets lie inside their
+        // block type (masked group indices).
+        unsafe { *self.0.add(off) as u32 }
+    }
+    #[inline(always)]
+    fn u16(self, off: usize) -> u32 {
+        // SAFETY: as `u8`; `off` even and the block 2-byte aligned.
+        unsafe { (self.0.add(off) as *const u16).read() as u32 }
+    }
+}
+
+/// A block staged in shared memory at a 2-byte aligned address (see [`BlockBytes`]).
+#[cfg(target_arch = "nvptx64")]
+#[derive(Clone, Copy)]
+pub struct Shared(u32);
+
+#[cfg(target_arch = "nvptx64")]
+impl Shared {
+    /// # Safety
+    /// `addr` is a 2-byte aligned shared address holding a whole block of the type decoded.
+    #[inline(always)]
+    pub unsafe fn at(addr: u32) -> Shared {
+        Shared(addr)
+    }
+}
+
+#[cfg(target_arch = "nvptx64")]
+impl BlockBytes for Shared {
+    #[inline(always)]
+    fn u8(self, off: usize) -> u32 {
+        // SAFETY: `Shared::at`'s contract; offsets inside the block as for `Mem`.
+        unsafe { crate::ptx::ld_shared_u8(self.0 + off as u32) }
+    }
+    #[inline(always)]
+    fn u16(self, off: usize) -> u32 {
+        // SAFETY: as `u8`; `off` even.
+        unsafe { crate::ptx::ld_shared_u16(self.0 + off as u32) }
+    }
+}
+
+/// A weight block of one of the eight formats. Each decoder reads the block's bytes through a
+/// [`BlockBytes`]; `group_q` / `group_scales` read a block in memory.
 pub trait WeightBlock: Copy {
     const WTYPE: WType;
     /// 32-value groups per block.
     const GROUPS: usize;
     /// The int8 values of group `g` (values `32 g .. 32 g + 31` of the block), natural order.
-    fn group_q(&self, g: usize) -> [u32; 8];
+    fn group_q_in<R: BlockBytes>(b: R, g: usize) -> [u32; 8];
     /// The scales of group `g`: `[s, s]` for types with one scale per 32 values, `[first 16,
     /// last 16]` for IQ2_XS / IQ2_S.
-    fn group_scales(&self, g: usize) -> [f32; 2];
+    fn group_scales_in<R: BlockBytes>(b: R, g: usize) -> [f32; 2];
+    #[inline(always)]
+    fn group_q(&self, g: usize) -> [u32; 8] {
+        Self::group_q_in(Mem::of(self), g)
+    }
+    #[inline(always)]
+    fn group_scales(&self, g: usize) -> [f32; 2] {
+        Self::group_scales_in(Mem::of(self), g)
+    }
 }
 
 /// IQ2-style group of 8 values: a u64 grid entry and 8 sign bits -> 2 words.
@@ -67,26 +148,31 @@ fn grid8(entry: u64, signs: u32) -> [u32; 2] {
     ]
 }
 
+/// Byte `i` (0..4) of `w`.
+#[inline(always)]
+fn byte(w: u32, i: usize) -> u32 {
+    (w >> (8 * i)) & 0xff
+}
+
+/// `d` (offset 0) as f32.
+#[inline(always)]
+fn d_of<R: BlockBytes>(b: R) -> f32 {
+    f16_to_f32(b.u16(0) as u16)
+}
+
+/// Offset of `qs` in every block type (after the f16 `d`).
+const QS: usize = 2;
+
 impl WeightBlock for BlockQ8_0 {
     const WTYPE: WType = WType::Q8_0;
     const GROUPS: usize = 1;
     #[inline(always)]
-    fn group_q(&self, _g: usize) -> [u32; 8] {
-        let q = &self.qs;
-        let mut w = [0u32; 8];
-        for (j, w) in w.iter_mut().enumerate() {
-            *w = le_u32(
-                q[4 * j] as u8,
-                q[4 * j + 1] as u8,
-                q[4 * j + 2] as u8,
-                q[4 * j + 3] as u8,
-            );
-        }
-        w
+    fn group_q_in<R: BlockBytes>(b: R, _g: usize) -> [u32; 8] {
+        core::array::from_fn(|j| b.u32_at(QS + 4 * j))
     }
     #[inline(always)]
-    fn group_scales(&self, _g: usize) -> [f32; 2] {
-        let d = f16_to_f32(self.d);
+    fn group_scales_in<R: BlockBytes>(b: R, _g: usize) -> [f32; 2] {
+        let d = d_of(b);
         [d, d]
     }
 }
@@ -95,16 +181,15 @@ impl WeightBlock for BlockQ2_0 {
     const WTYPE: WType = WType::Q2_0;
     const GROUPS: usize = 2;
     #[inline(always)]
-    fn group_q(&self, g: usize) -> [u32; 8] {
-        let base = 8 * (g & 1);
-        let word = |k: usize| qs_word(&self.qs, k);
-        let lo = q2_0_expand4(word(base));
-        let hi = q2_0_expand4(word(base + 4));
+    fn group_q_in<R: BlockBytes>(b: R, g: usize) -> [u32; 8] {
+        let base = QS + 8 * (g & 1);
+        let lo = q2_0_expand4(b.u32_at(base));
+        let hi = q2_0_expand4(b.u32_at(base + 4));
         [lo[0], lo[1], lo[2], lo[3], hi[0], hi[1], hi[2], hi[3]]
     }
     #[inline(always)]
-    fn group_scales(&self, _g: usize) -> [f32; 2] {
-        let d = f16_to_f32(self.d);
+    fn group_scales_in<R: BlockBytes>(b: R, _g: usize) -> [f32; 2] {
+        let d = d_of(b);
         [d, d]
     }
 }
@@ -113,19 +198,19 @@ impl WeightBlock for BlockIq4Nl {
     const WTYPE: WType = WType::Iq4Nl;
     const GROUPS: usize = 1;
     #[inline(always)]
-    fn group_q(&self, _g: usize) -> [u32; 8] {
+    fn group_q_in<R: BlockBytes>(b: R, _g: usize) -> [u32; 8] {
         const TABLE: [u32; 4] = iq4_nl_table();
         let mut w = [0u32; 8];
         for j in 0..4 {
-            let (lo, hi) = iq4_nl_values4(qs_word(&self.qs, 4 * j), TABLE);
+            let (lo, hi) = iq4_nl_values4(b.u32_at(QS + 4 * j), TABLE);
             w[j] = lo;
             w[j + 4] = hi;
         }
         w
     }
     #[inline(always)]
-    fn group_scales(&self, _g: usize) -> [f32; 2] {
-        let d = f16_to_f32(self.d);
+    fn group_scales_in<R: BlockBytes>(b: R, _g: usize) -> [f32; 2] {
+        let d = d_of(b);
         [d, d]
     }
 }
@@ -134,55 +219,73 @@ impl WeightBlock for BlockIq2Xxs {
     const WTYPE: WType = WType::Iq2Xxs;
     const GROUPS: usize = 8;
     #[inline(always)]
-    fn group_q(&self, g: usize) -> [u32; 8] {
-        let o = 8 * (g & 7);
-        let q = &self.qs;
-        let aux = le_u32(q[o + 4], q[o + 5], q[o + 6], q[o + 7]);
+    fn group_q_in<R: BlockBytes>(b: R, g: usize) -> [u32; 8] {
+        let o = QS + 8 * (g & 7);
+        let idx = b.u32_at(o);
+        let aux = b.u32_at(o + 4);
         let mut w = [0u32; 8];
         for l in 0..4 {
             let signs = KSIGNS_IQ2XS[((aux >> (7 * l)) & 127) as usize] as u32;
-            let [a, b] = grid8(IQ2XXS_GRID[q[o + l] as usize], signs);
+            let [a, c] = grid8(IQ2XXS_GRID[byte(idx, l) as usize], signs);
             w[2 * l] = a;
-            w[2 * l + 1] = b;
+            w[2 * l + 1] = c;
         }
         w
     }
     #[inline(always)]
-    fn group_scales(&self, g: usize) -> [f32; 2] {
-        let o = 8 * (g & 7);
-        let s = (self.qs[o + 7] >> 4) as u32;
+    fn group_scales_in<R: BlockBytes>(b: R, g: usize) -> [f32; 2] {
+        let s = b.u8(QS + 8 * (g & 7) + 7) >> 4;
         // d * (0.5 + s) * 0.25 == d * (2 s + 1) / 8, exactly (16-bit product).
-        let v = f16_to_f32(self.d) * (2 * s + 1) as f32 * 0.125;
+        let v = d_of(b) * (2 * s + 1) as f32 * 0.125;
         [v, v]
     }
 }
 
 /// `d * (0.5 + s) * 0.25` for a 4-bit scale `s`: IQ2_XS / IQ2_S sub-scales (exact).
 #[inline(always)]
-fn iq2_sub_scale(d: f32, s: u8) -> f32 {
-    d * (2 * (s as u32 & 15) + 1) as f32 * 0.125
+fn iq2_sub_scale(d: f32, s: u32) -> f32 {
+    d * (2 * (s & 15) + 1) as f32 * 0.125
 }
+
+/// Offsets of IQ2_XS's scale bytes, IQ2_S's `qh` and scales, IQ3_S's `qh`, signs and scales.
+const IQ2XS_SCALES: usize = QS + 64;
+const IQ2S_QH: usize = QS + 64;
+const IQ2S_SCALES: usize = IQ2S_QH + 8;
+const IQ3S_QH: usize = QS + 64;
+const IQ3S_SIGNS: usize = IQ3S_QH + 8;
+const IQ3S_SCALES: usize = IQ3S_SIGNS + 32;
+const _: () = {
+    use core::mem::offset_of;
+    assert!(offset_of!(BlockQ8_0, qs) == QS && offset_of!(BlockQ2_0, qs) == QS);
+    assert!(offset_of!(BlockIq4Nl, qs) == QS && offset_of!(BlockIq2Xxs, qs) == QS);
+    assert!(offset_of!(BlockIq2Xs, qs) == QS && offset_of!(BlockIq2Xs, scales) == IQ2XS_SCALES);
+    assert!(offset_of!(BlockIq2S, qs) == QS && offset_of!(BlockIq2S, qh) == IQ2S_QH);
+    assert!(offset_of!(BlockIq2S, scales) == IQ2S_SCALES && offset_of!(BlockIq3Xxs, qs) == QS);
+    assert!(offset_of!(BlockIq3S, qs) == QS && offset_of!(BlockIq3S, qh) == IQ3S_QH);
+    assert!(offset_of!(BlockIq3S, signs) == IQ3S_SIGNS);
+    assert!(offset_of!(BlockIq3S, scales) == IQ3S_SCALES);
+};
 
 impl WeightBlock for BlockIq2Xs {
     const WTYPE: WType = WType::Iq2Xs;
     const GROUPS: usize = 8;
     #[inline(always)]
-    fn group_q(&self, g: usize) -> [u32; 8] {
-        let o = 4 * (g & 7);
+    fn group_q_in<R: BlockBytes>(b: R, g: usize) -> [u32; 8] {
+        let o = QS + 8 * (g & 7);
         let mut w = [0u32; 8];
         for l in 0..4 {
-            let q = self.qs[o + l] as u32;
+            let q = b.u16(o + 2 * l);
             let signs = KSIGNS_IQ2XS[(q >> 9) as usize & 127] as u32;
-            let [a, b] = grid8(IQ2XS_GRID[(q & 511) as usize], signs);
+            let [a, c] = grid8(IQ2XS_GRID[(q & 511) as usize], signs);
             w[2 * l] = a;
-            w[2 * l + 1] = b;
+            w[2 * l + 1] = c;
         }
         w
     }
     #[inline(always)]
-    fn group_scales(&self, g: usize) -> [f32; 2] {
-        let d = f16_to_f32(self.d);
-        let s = self.scales[g & 7];
+    fn group_scales_in<R: BlockBytes>(b: R, g: usize) -> [f32; 2] {
+        let d = d_of(b);
+        let s = b.u8(IQ2XS_SCALES + (g & 7));
         [iq2_sub_scale(d, s), iq2_sub_scale(d, s >> 4)]
     }
 }
@@ -191,23 +294,24 @@ impl WeightBlock for BlockIq2S {
     const WTYPE: WType = WType::Iq2S;
     const GROUPS: usize = 8;
     #[inline(always)]
-    fn group_q(&self, g: usize) -> [u32; 8] {
+    fn group_q_in<R: BlockBytes>(b: R, g: usize) -> [u32; 8] {
         let ib = g & 7;
-        let qh = self.qh[ib] as usize;
+        let qh = b.u8(IQ2S_QH + ib);
+        let idx = b.u32_at(QS + 4 * ib);
+        let signs = b.u32_at(QS + 32 + 4 * ib);
         let mut w = [0u32; 8];
         for l in 0..4 {
-            let idx = self.qs[4 * ib + l] as usize | ((qh >> (2 * l)) & 3) << 8;
-            let signs = self.qs[32 + 4 * ib + l] as u32;
-            let [a, b] = grid8(IQ2S_GRID[idx], signs);
+            let i = byte(idx, l) | ((qh >> (2 * l)) & 3) << 8;
+            let [a, c] = grid8(IQ2S_GRID[i as usize], byte(signs, l));
             w[2 * l] = a;
-            w[2 * l + 1] = b;
+            w[2 * l + 1] = c;
         }
         w
     }
     #[inline(always)]
-    fn group_scales(&self, g: usize) -> [f32; 2] {
-        let d = f16_to_f32(self.d);
-        let s = self.scales[g & 7];
+    fn group_scales_in<R: BlockBytes>(b: R, g: usize) -> [f32; 2] {
+        let d = d_of(b);
+        let s = b.u8(IQ2S_SCALES + (g & 7));
         [iq2_sub_scale(d, s), iq2_sub_scale(d, s >> 4)]
     }
 }
@@ -216,24 +320,27 @@ impl WeightBlock for BlockIq3Xxs {
     const WTYPE: WType = WType::Iq3Xxs;
     const GROUPS: usize = 8;
     #[inline(always)]
-    fn group_q(&self, g: usize) -> [u32; 8] {
+    fn group_q_in<R: BlockBytes>(b: R, g: usize) -> [u32; 8] {
         let ib = g & 7;
-        let q = &self.qs;
-        let o = 64 + 4 * ib;
-        let aux = le_u32(q[o], q[o + 1], q[o + 2], q[o + 3]);
+        let aux = b.u32_at(QS + 64 + 4 * ib);
+        let idx = [b.u32_at(QS + 8 * ib), b.u32_at(QS + 8 * ib + 4)];
         let mut w = [0u32; 8];
         for l in 0..4 {
             let signs = KSIGNS_IQ2XS[((aux >> (7 * l)) & 127) as usize] as u32;
-            w[2 * l] = apply_signs4(IQ3XXS_GRID[q[8 * ib + 2 * l] as usize], signs);
-            w[2 * l + 1] = apply_signs4(IQ3XXS_GRID[q[8 * ib + 2 * l + 1] as usize], signs >> 4);
+            let (i0, i1) = (
+                byte(idx[l / 2], 2 * (l % 2)),
+                byte(idx[l / 2], 2 * (l % 2) + 1),
+            );
+            w[2 * l] = apply_signs4(IQ3XXS_GRID[i0 as usize], signs);
+            w[2 * l + 1] = apply_signs4(IQ3XXS_GRID[i1 as usize], signs >> 4);
         }
         w
     }
     #[inline(always)]
-    fn group_scales(&self, g: usize) -> [f32; 2] {
-        let s = (self.qs[64 + 4 * (g & 7) + 3] >> 4) as u32;
+    fn group_scales_in<R: BlockBytes>(b: R, g: usize) -> [f32; 2] {
+        let s = b.u8(QS + 64 + 4 * (g & 7) + 3) >> 4;
         // d * (0.5 + s) * 0.5 == d * (2 s + 1) / 4, exactly.
-        let v = f16_to_f32(self.d) * (2 * s + 1) as f32 * 0.25;
+        let v = d_of(b) * (2 * s + 1) as f32 * 0.25;
         [v, v]
     }
 }
@@ -242,24 +349,26 @@ impl WeightBlock for BlockIq3S {
     const WTYPE: WType = WType::Iq3S;
     const GROUPS: usize = 8;
     #[inline(always)]
-    fn group_q(&self, g: usize) -> [u32; 8] {
+    fn group_q_in<R: BlockBytes>(b: R, g: usize) -> [u32; 8] {
         let ib = g & 7;
-        let qh = self.qh[ib] as usize;
+        let qh = b.u8(IQ3S_QH + ib);
+        let signs = b.u32_at(IQ3S_SIGNS + 4 * ib);
         let mut w = [0u32; 8];
         for l in 0..4 {
-            let i0 = self.qs[8 * ib + 2 * l] as usize | ((qh >> (2 * l)) & 1) << 8;
-            let i1 = self.qs[8 * ib + 2 * l + 1] as usize | ((qh >> (2 * l + 1)) & 1) << 8;
-            let signs = self.signs[4 * ib + l] as u32;
-            w[2 * l] = apply_signs4(IQ3S_GRID[i0], signs);
-            w[2 * l + 1] = apply_signs4(IQ3S_GRID[i1], signs >> 4);
+            let q = b.u16(QS + 8 * ib + 2 * l);
+            let i0 = (q & 0xff) | ((qh >> (2 * l)) & 1) << 8;
+            let i1 = ((q >> 8) & 0xff) | ((qh >> (2 * l + 1)) & 1) << 8;
+            let s = byte(signs, l);
+            w[2 * l] = apply_signs4(IQ3S_GRID[i0 as usize], s);
+            w[2 * l + 1] = apply_signs4(IQ3S_GRID[i1 as usize], s >> 4);
         }
         w
     }
     #[inline(always)]
-    fn group_scales(&self, g: usize) -> [f32; 2] {
+    fn group_scales_in<R: BlockBytes>(b: R, g: usize) -> [f32; 2] {
         let ib = g & 7;
-        let s = ((self.scales[ib / 2] >> (4 * (ib % 2))) & 15) as u32;
-        let v = f16_to_f32(self.d) * (1 + 2 * s) as f32;
+        let s = (b.u8(IQ3S_SCALES + ib / 2) >> (4 * (ib % 2))) & 15;
+        let v = d_of(b) * (1 + 2 * s) as f32;
         [v, v]
     }
 }

@@ -46,26 +46,6 @@ pub fn byte_signs(x: u32) -> u32 {
     }
 }
 
-/// Bytes `k .. k + 4` of a block's 16 `qs` bytes as a little-endian word, in two 16-bit loads
-/// (Q2_0's and IQ4_NL's `qs` start 2 bytes into a 2-byte aligned `repr(C)` block, so a 32-bit
-/// load would be misaligned and byte loads cost four instructions).
-#[inline(always)]
-pub(crate) fn qs_word(qs: &[u8; 16], k: usize) -> u32 {
-    assert!(k.is_multiple_of(2) && k <= 12);
-    debug_assert!((qs.as_ptr() as usize).is_multiple_of(2));
-    // SAFETY: k even and k + 3 < 16: both halves inside qs; the callers' qs are 2-byte aligned
-    // (offset 2 of a block whose alignment is 2).
-    unsafe {
-        let p = qs.as_ptr().add(k) as *const u16;
-        p.read() as u32 | (p.add(1).read() as u32) << 16
-    }
-}
-
-#[inline(always)]
-pub(crate) fn le_u32(b0: u8, b1: u8, b2: u8, b3: u8) -> u32 {
-    u32::from_le_bytes([b0, b1, b2, b3])
-}
-
 /// Four 2-bit codes of one Q2_0 byte -> four int8 `c - 1`.
 #[inline(always)]
 pub fn q2_0_expand(b: u8) -> u32 {

@@ -43,6 +43,34 @@ pub unsafe fn ld_shared_u32(addr: u32) -> u32 {
     r
 }
 
+/// `ld.shared.u16`, zero-extended.
+///
+/// # Safety
+/// `addr` must be a 2-byte aligned shared address inside the dynamic shared memory.
+#[inline(always)]
+pub unsafe fn ld_shared_u16(addr: u32) -> u32 {
+    let r: u32;
+    // SAFETY: the caller guarantees the address.
+    unsafe {
+        asm!("ld.shared.u16 {r}, [{a}];", r = out(reg32) r, a = in(reg32) addr, options(readonly, nostack))
+    };
+    r
+}
+
+/// `ld.shared.u8`, zero-extended.
+///
+/// # Safety
+/// `addr` must be a shared address inside the dynamic shared memory.
+#[inline(always)]
+pub unsafe fn ld_shared_u8(addr: u32) -> u32 {
+    let r: u32;
+    // SAFETY: the caller guarantees the address.
+    unsafe {
+        asm!("ld.shared.u8 {r}, [{a}];", r = out(reg32) r, a = in(reg32) addr, options(readonly, nostack))
+    };
+    r
+}
+
 /// `ld.shared.f32`.
 ///
 /// # Safety

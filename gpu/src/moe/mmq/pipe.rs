@@ -20,7 +20,7 @@
 //! K), so the bytes equal the classic kernel's and the CPU reference's.
 //! Launcher: host/src/moe/expert/split.rs (chosen where the device has the shared memory).
 
-use crate::formats::WeightBlock;
+use crate::formats::{Shared, WeightBlock};
 use crate::layout::{
     MMQ_COLS, MMQ_KSTEP, MMQ_PIPE_ACTS, MMQ_ROWS, MMQ_SMEM_ROW, MMQ_THREADS, MmqParams,
     MmqPipeSmem, MmqTile, Q8_1_MMQ_BYTES, fused_slot_bytes, fused_stage_row_bytes, fused_sub_steps,
@@ -133,12 +133,12 @@ unsafe fn decode<B: WeightBlock>(c: &Cta, j: u32) {
     for i in 0..2u32 {
         let g = 2 * (tid % 2) + i;
         let v = (j % sub) * MMQ_KSTEP as u32 + g * 32;
-        // SAFETY: the block was copied into this row's slot (whole blocks per stage); shared
-        // memory read through its generic address, 2-byte aligned as B needs.
-        let blk = unsafe { &*(shared_generic(row + (v / bv) * size_of::<B>() as u32) as *const B) };
+        // SAFETY: the block was copied into this row's slot (whole blocks per stage), 2-byte
+        // aligned as B needs; read by explicit shared loads (docs: formats::BlockBytes).
+        let blk = unsafe { Shared::at(row + (v / bv) * size_of::<B>() as u32) };
         let gi = ((v % bv) / 32) as usize;
-        let q = blk.group_q(gi);
-        let s = blk.group_scales(gi);
+        let q = B::group_q_in(blk, gi);
+        let s = B::group_scales_in(blk, gi);
         let a = dst + r * ROW + g * 32;
         let halves = if sixteen { 2 } else { 1 };
         let sa = dst + c.sm.wscales as u32 + (g * halves * MMQ_ROWS as u32 + rs) * 4;
