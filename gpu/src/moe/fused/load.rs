@@ -6,13 +6,13 @@
 //! aligned window around them (`layout::fused_slot_bytes`); the decoder reads the blocks at the
 //! row's offset inside its window.
 
-use crate::formats::WeightBlock;
+use crate::formats::{Shared, WeightBlock};
 use crate::layout::{
     FUSED_COL_UNIT, FUSED_FFN_PASS, FUSED_ROWS, FUSED_THREADS, FusedParams, FusedSmem, MMQ_KSTEP,
     MMQ_SMEM_ROW, MmqTile, Q8_1_MMQ_BYTES, fused_slot_bytes, fused_stage_row_bytes,
     fused_sub_steps,
 };
-use crate::ptx::{cp_async_16, shared_generic, st_shared_u32, st_shared_v4, tid_x};
+use crate::ptx::{cp_async_16, st_shared_u32, st_shared_v4, tid_x};
 
 /// 16-byte pieces of one q8_1 D4 block.
 const PIECES: u32 = (Q8_1_MMQ_BYTES / 16) as u32;
@@ -141,12 +141,12 @@ pub unsafe fn decode_step<B: WeightBlock>(
         let g = 2 * (tid % 2) + j;
         let v = h * MMQ_KSTEP as u32 + g * 32;
         let addr = row + (v / bv) * size_of::<B>() as u32;
-        // SAFETY: the block was copied into this row's slot (whole blocks per stage); shared
-        // memory read through its generic address, 2-byte aligned as B needs.
-        let blk = unsafe { &*(shared_generic(addr) as *const B) };
+        // SAFETY: the block was copied into this row's slot (whole blocks per stage), 2-byte
+        // aligned as B needs; read by explicit shared loads (formats::BlockBytes).
+        let blk = unsafe { Shared::at(addr) };
         let gi = ((v % bv) / 32) as usize;
-        let q = blk.group_q(gi);
-        let s = blk.group_scales(gi);
+        let q = B::group_q_in(blk, gi);
+        let s = B::group_scales_in(blk, gi);
         let a = base + sm.tile as u32 + r * MMQ_SMEM_ROW as u32 + g * 32;
         let sa = base + sm.scales as u32 + r * 32 + g * 8;
         // SAFETY: r < 128 and g < 4: inside the tile and the scale array.

@@ -28,8 +28,8 @@ use crate::layout::{
 };
 use crate::ptx::{
     cp_async_16, cp_async_commit, cp_async_wait, ctaid_x, ctaid_y, ld_shared_f32, ld_shared_v4_u32,
-    ldmatrix_x4, mma_m16n8k16_s8, mma_m16n8k32_s8, shared_generic, smem_base, st_shared_u32,
-    st_shared_v4, sync_threads, tid_x,
+    ldmatrix_x4, mma_m16n8k16_s8, mma_m16n8k32_s8, smem_base, st_shared_u32, st_shared_v4,
+    sync_threads, tid_x,
 };
 use crate::quant::{MAGIC, mmq_step_16_magic, mmq_step_32_magic};
 
