@@ -247,6 +247,14 @@ fn iq2_sub_scale(d: f32, s: u32) -> f32 {
     d * (2 * (s & 15) + 1) as f32 * 0.125
 }
 
+/// The two sub-scales of an IQ2_XS / IQ2_S group from its scale byte at `off` (low nibble:
+/// first 16 values, high nibble: last 16).
+#[inline(always)]
+fn iq2_group_scales<R: BlockBytes>(b: R, off: usize) -> [f32; 2] {
+    let (d, s) = (d_of(b), b.u8(off));
+    [iq2_sub_scale(d, s), iq2_sub_scale(d, s >> 4)]
+}
+
 /// Offsets of IQ2_XS's scale bytes, IQ2_S's `qh` and scales, IQ3_S's `qh`, signs and scales.
 const IQ2XS_SCALES: usize = QS + 64;
 const IQ2S_QH: usize = QS + 64;
@@ -284,9 +292,7 @@ impl WeightBlock for BlockIq2Xs {
     }
     #[inline(always)]
     fn group_scales_in<R: BlockBytes>(b: R, g: usize) -> [f32; 2] {
-        let d = d_of(b);
-        let s = b.u8(IQ2XS_SCALES + (g & 7));
-        [iq2_sub_scale(d, s), iq2_sub_scale(d, s >> 4)]
+        iq2_group_scales(b, IQ2XS_SCALES + (g & 7))
     }
 }
 
@@ -310,9 +316,7 @@ impl WeightBlock for BlockIq2S {
     }
     #[inline(always)]
     fn group_scales_in<R: BlockBytes>(b: R, g: usize) -> [f32; 2] {
-        let d = d_of(b);
-        let s = b.u8(IQ2S_SCALES + (g & 7));
-        [iq2_sub_scale(d, s), iq2_sub_scale(d, s >> 4)]
+        iq2_group_scales(b, IQ2S_SCALES + (g & 7))
     }
 }
 
