@@ -23,7 +23,10 @@ fn main() {
             crate_dir: gpu.clone(),
             arch: arch.to_string(),
             out_dir: nested.clone(),
-            max_registers: gpu::layout::MAX_REGISTERS,
+            max_registers: match builder::ws_only(arch) {
+                Ok(true) => gpu::layout::MAX_REGISTERS,
+                _ => gpu::layout::MAX_REGISTERS_MMA,
+            },
         };
         match builder::build_ptx(&opts) {
             Ok(ptx) => {

@@ -168,6 +168,12 @@ fn arch_cfgs(arch: &str) -> Result<Vec<String>, BuildError> {
     Ok(v)
 }
 
+/// Whether `arch`'s module holds only the weight-stationary kernels (cfg `gpu_ws_only`: no
+/// `mma`, `ldmatrix` or `cp.async` kernels).
+pub fn ws_only(arch: &str) -> Result<bool, BuildError> {
+    Ok(arch_number(arch)? < RUSTC_MIN_ARCH)
+}
+
 /// The `-C target-cpu` rustc compiles `arch` for: the arch itself, or [`RUSTC_MIN_ARCH`] for an
 /// older one (whose PTX is then re-labelled by [`relabel_target`]).
 pub fn target_cpu(arch: &str) -> Result<String, BuildError> {

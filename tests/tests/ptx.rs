@@ -77,7 +77,12 @@ fn the_probe_that_emulates_ggml_does_use_fast_math() {
 fn register_caps_are_in_every_module() {
     assert!(!gpu::layout::MAX_REGISTERS.is_empty());
     for (arch, ptx) in MODULES {
-        for &(name, regs) in gpu::layout::MAX_REGISTERS {
+        let caps = if arch < 70 {
+            gpu::layout::MAX_REGISTERS
+        } else {
+            gpu::layout::MAX_REGISTERS_MMA
+        };
+        for &(name, regs) in caps {
             let body = kernel_body(ptx, name).expect("present");
             let head = &body[..body.find("\n{").expect("a body")];
             assert!(
@@ -85,5 +90,15 @@ fn register_caps_are_in_every_module() {
                 "sm_{arch} {name}: no .maxnreg {regs} before the body"
             );
         }
+    }
+    // Every pipelined MMQ kernel is capped where it exists.
+    for w in gpu::layout::WType::ALL {
+        let name = format!("moe_mmq_pipe_{}", w.name().to_lowercase());
+        assert!(
+            gpu::layout::MAX_REGISTERS_MMA
+                .iter()
+                .any(|&(n, r)| n == name && r == gpu::layout::MMQ_PIPE_MAX_REGISTERS),
+            "{name}"
+        );
     }
 }

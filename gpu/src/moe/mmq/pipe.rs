@@ -95,19 +95,18 @@ unsafe fn issue<B: WeightBlock>(p: &MmqParams, c: &Cta, j: u32) {
     }
     let buf = c.acts(j);
     let mut idx = tid;
-    while idx < COLS * PIECES {
+    // Only the tile's live columns (10 of 64 at 10 rows per expert).
+    while idx < c.tile.n_cols * PIECES {
         let (col, piece) = (idx / PIECES, idx % PIECES);
-        if col < c.tile.n_cols {
-            let blk = j as u64 * p.n_cols_x as u64 + (c.tile.col_start + col) as u64;
-            // SAFETY: block (j, column) is inside x; 144-byte blocks keep every piece 16-byte
-            // aligned on both sides.
-            unsafe {
-                cp_async_16(
-                    buf + col * ROW + 16 * piece,
-                    p.x + blk * Q8_1_MMQ_BYTES as u64 + 16 * piece as u64,
-                )
-            };
-        }
+        let blk = j as u64 * p.n_cols_x as u64 + (c.tile.col_start + col) as u64;
+        // SAFETY: block (j, column) is inside x (col < n_cols); 144-byte blocks keep every
+        // piece 16-byte aligned on both sides.
+        unsafe {
+            cp_async_16(
+                buf + col * ROW + 16 * piece,
+                p.x + blk * Q8_1_MMQ_BYTES as u64 + 16 * piece as u64,
+            )
+        };
         idx += THREADS;
     }
 }
