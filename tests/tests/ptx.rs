@@ -93,7 +93,7 @@ fn register_caps_are_in_every_module() {
     }
     // Every pipelined MMQ kernel is capped where it exists.
     for w in gpu::layout::WType::ALL {
-        let name = format!("moe_mmq_pipe_{}", w.name().to_lowercase());
+        let name = format!("moe_mmq_pipe_{}", w.name());
         assert!(
             gpu::layout::MAX_REGISTERS_MMA
                 .iter()

@@ -28,18 +28,19 @@ pub const fn quant_block_warps(k: usize) -> usize {
 /// `moe_swiglu_quant`: ptxas takes 42 registers, so 8 blocks of 160 threads fit on an SM; at 40
 /// (no spill) 10 fit, and the kernel ran 4 % faster on the H200 (BENCHMARKS.md). At 32 it
 /// spills and runs 40 % slower.
-pub const MAX_REGISTERS: &[(&str, u32)] = &[("moe_swiglu_quant", 40)];
+pub const MAX_REGISTERS: &[(&str, u32)] = &[SWIGLU_QUANT_CAP];
+const SWIGLU_QUANT_CAP: (&str, u32) = ("moe_swiglu_quant", 40);
 
 /// The register cap of the pipelined MMQ kernels: two CTAs of [`MMQ_THREADS`] per SM (their
 /// 110-113 KB of shared memory allow two) need at most 128. ptxas takes 139 for the IQ2_XS and
 /// IQ2_S kernels without it (and moves by 10 or more with small source changes); at 128 none
-/// spills (`../shared/tools/ptx-check`-style ptxas runs, sm_90).
+/// spills (ptxas -v, sm_75 to sm_90).
 pub const MMQ_PIPE_MAX_REGISTERS: u32 = 128;
 
 macro_rules! mma_register_caps {
     ($(($w:ident, $b:ident, $gu:ident, $dn:ident, $f:ident, $fw:ident, $pipe:ident
         $(, $rest:ident)*)),* $(,)?) => {
-        &[("moe_swiglu_quant", 40), $((stringify!($pipe), MMQ_PIPE_MAX_REGISTERS)),*]
+        &[SWIGLU_QUANT_CAP, $((stringify!($pipe), MMQ_PIPE_MAX_REGISTERS)),*]
     };
 }
 
