@@ -330,15 +330,17 @@ pub fn combine_step(acc: f32, e: f32, w: f32, first: bool) -> f32 {
 }
 
 /// IEEE binary16 bits to f32, exactly (subnormals, infinities and NaN payloads included). On
-/// the GPU every finite value goes through `cvt.f32.f16` (exact, subnormals kept: PTX ISA,
-/// cvt), infinities and NaN through [`f16_to_f32_soft`] (quiet NaN with the payload kept, as
-/// on the host); both give the host's bits.
+/// the GPU: `cvt.f32.f16` (exact for finite values and infinities, subnormals kept: PTX ISA,
+/// cvt), a NaN then replaced by the quiet NaN with the payload kept, as [`f16_to_f32_soft`]
+/// gives on the host (`ptx::cvt_f32_f16_exact`, one asm block, so that the compiler merges two
+/// conversions of one value, such as the shared scale of a block's two groups).
 #[inline(always)]
 pub fn f16_to_f32(h: u16) -> f32 {
     #[cfg(target_arch = "nvptx64")]
-    if h & 0x7c00 != 0x7c00 {
-        return crate::ptx::cvt_f32_f16(h);
+    {
+        crate::ptx::cvt_f32_f16_exact(h)
     }
+    #[cfg(not(target_arch = "nvptx64"))]
     f16_to_f32_soft(h)
 }
 

@@ -170,6 +170,35 @@ pub fn cvt_f32_f16(h: u16) -> f32 {
     r
 }
 
+/// `cvt.f32.f16`, then a NaN input replaced by the quiet NaN with its payload kept (sign,
+/// `0x7fc00000`, the 10 payload bits shifted up by 13: `quant::f16_to_f32_soft`'s bits; the
+/// PTX ISA leaves a converted NaN's payload unspecified). One `pure` asm block, so two
+/// conversions of one value are merged.
+#[inline(always)]
+pub fn cvt_f32_f16_exact(h: u16) -> f32 {
+    let r: f32;
+    // SAFETY: register-only conversion and bit operations.
+    unsafe {
+        asm!("{{",
+             ".reg .pred %p;",
+             ".reg .b32 %t, %n;",
+             "cvt.f32.f16 {r}, {h};",
+             "and.b32 %t, {w}, 32767;",
+             "setp.gt.u32 %p, %t, 31744;",
+             "and.b32 %n, {w}, 1023;",
+             "shl.b32 %n, %n, 13;",
+             "and.b32 %t, {w}, 32768;",
+             "shl.b32 %t, %t, 16;",
+             "or.b32 %n, %n, %t;",
+             "or.b32 %n, %n, 2143289344;",
+             "selp.b32 {r}, %n, {r}, %p;",
+             "}}",
+             r = out(reg32) r, h = in(reg16) h, w = in(reg32) h as u32,
+             options(pure, nomem, nostack));
+    }
+    r
+}
+
 /// `cvt.rzi.s32.f32` (PTX ISA, cvt): f32 to i32 toward zero, NaN -> 0, saturating (Rust's `as i32`).
 #[inline(always)]
 pub fn cvt_rzi_s32_f32(v: f32) -> i32 {

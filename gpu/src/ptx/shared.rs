@@ -43,7 +43,9 @@ pub unsafe fn ld_shared_u32(addr: u32) -> u32 {
     r
 }
 
-/// `ld.shared.u16`, zero-extended.
+/// `ld.shared.u16`, zero-extended. `pure` (as [`ld_shared_u8`]): the compiler may merge two
+/// loads of one address with no store or barrier between them (every store and barrier here is
+/// an asm or intrinsic that writes memory, so none is crossed).
 ///
 /// # Safety
 /// `addr` must be a 2-byte aligned shared address inside the dynamic shared memory.
@@ -52,12 +54,12 @@ pub unsafe fn ld_shared_u16(addr: u32) -> u32 {
     let r: u32;
     // SAFETY: the caller guarantees the address.
     unsafe {
-        asm!("ld.shared.u16 {r}, [{a}];", r = out(reg32) r, a = in(reg32) addr, options(readonly, nostack))
+        asm!("ld.shared.u16 {r}, [{a}];", r = out(reg32) r, a = in(reg32) addr, options(pure, readonly, nostack))
     };
     r
 }
 
-/// `ld.shared.u8`, zero-extended.
+/// `ld.shared.u8`, zero-extended; `pure`, as [`ld_shared_u16`].
 ///
 /// # Safety
 /// `addr` must be a shared address inside the dynamic shared memory.
@@ -66,7 +68,7 @@ pub unsafe fn ld_shared_u8(addr: u32) -> u32 {
     let r: u32;
     // SAFETY: the caller guarantees the address.
     unsafe {
-        asm!("ld.shared.u8 {r}, [{a}];", r = out(reg32) r, a = in(reg32) addr, options(readonly, nostack))
+        asm!("ld.shared.u8 {r}, [{a}];", r = out(reg32) r, a = in(reg32) addr, options(pure, readonly, nostack))
     };
     r
 }

@@ -129,15 +129,19 @@ unsafe fn decode<B: WeightBlock>(c: &Cta, j: u32) {
     let bv = B::WTYPE.block_values() as u32;
     let sixteen = B::WTYPE.scale_values() == 16;
     let rs = mmq_pipe_row_slot(r as usize) as u32;
-    for i in 0..2u32 {
+    // Both groups' reads before any store: the loads are `pure`, so a block byte both groups
+    // read (their shared `d`) is loaded and converted once.
+    let read = |i: u32| {
         let g = 2 * (tid % 2) + i;
         let v = (j % sub) * MMQ_KSTEP as u32 + g * 32;
         // SAFETY: the block was copied into this row's slot (whole blocks per stage), 2-byte
         // aligned as B needs; read by explicit shared loads (docs: formats::BlockBytes).
         let blk = unsafe { Shared::at(row + (v / bv) * size_of::<B>() as u32) };
         let gi = ((v % bv) / 32) as usize;
-        let q = B::group_q_in(blk, gi);
-        let s = B::group_scales_in(blk, gi);
+        (B::group_q_in(blk, gi), B::group_scales_in(blk, gi))
+    };
+    let store = |i: u32, q: [u32; 8], s: [f32; 2]| {
+        let g = 2 * (tid % 2) + i;
         let a = dst + r * ROW + g * 32;
         let halves = if sixteen { 2 } else { 1 };
         let sa = dst + c.sm.wscales as u32 + (g * halves * MMQ_ROWS as u32 + rs) * 4;
@@ -150,7 +154,11 @@ unsafe fn decode<B: WeightBlock>(c: &Cta, j: u32) {
                 st_shared_u32(sa + 4 * MMQ_ROWS as u32, s[1].to_bits());
             }
         }
-    }
+    };
+    let (q0, s0) = read(0);
+    let (q1, s1) = read(1);
+    store(0, q0, s0);
+    store(1, q1, s1);
     let (g, col) = (tid / COLS, tid % COLS);
     // SAFETY: column < 64, group < 4: inside the stage's blocks and the scale array (a column
     // past the tile's count copies a stale scale that no stored output uses).
