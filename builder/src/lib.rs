@@ -152,7 +152,8 @@ fn arch_number(arch: &str) -> Result<u32, BuildError> {
         .ok_or_else(|| BuildError::BadArch(arch.to_string()))
 }
 
-/// `cfg` flags for an arch: `gpu_sm = "80"`, plus `gpu_sm80` on sm_80 and newer, and
+/// `cfg` flags for an arch: `gpu_sm = "80"`, plus `gpu_sm80` on sm_80 and newer, `gpu_sm90` on
+/// sm_90 and newer (bulk copies, `mbarrier` transaction counts: PTX ISA 8.0, see [`ptx_features`]), and
 /// `gpu_ws_only` below [`RUSTC_MIN_ARCH`]: such a module is compiled for a newer target than
 /// its own, so it may only hold kernels whose instructions the older one has (the gpu crate
 /// leaves out the MMQ and fused kernels, which need `mma`, `ldmatrix` and `cp.async`).
@@ -162,10 +163,19 @@ fn arch_cfgs(arch: &str) -> Result<Vec<String>, BuildError> {
     if n >= 80 {
         v.extend(["--cfg".into(), "gpu_sm80".into()]);
     }
+    if n >= 90 {
+        v.extend(["--cfg".into(), "gpu_sm90".into()]);
+    }
     if n < RUSTC_MIN_ARCH {
         v.extend(["--cfg".into(), "gpu_ws_only".into()]);
     }
     Ok(v)
+}
+
+/// The `-C target-feature` of an arch: `+ptx80` on sm_90 and newer (rustc emits PTX ISA 7.8 by
+/// default; `cp.async.bulk` and `mbarrier.arrive.expect_tx` need 8.0), none below.
+fn ptx_features(arch: &str) -> Result<Option<&'static str>, BuildError> {
+    Ok((arch_number(arch)? >= 90).then_some("+ptx80"))
 }
 
 /// Whether `arch`'s module holds only the weight-stationary kernels (cfg `gpu_ws_only`: no
@@ -263,6 +273,9 @@ pub fn build_ptx(opts: &Options) -> Result<PathBuf, BuildError> {
         // sm_70 for sm_60 (rustc's oldest), with cfg gpu_ws_only; re-labelled below.
         .args(["-C", &format!("target-cpu={cpu}")])
         .args(&cfgs);
+    if let Some(f) = ptx_features(&opts.arch)? {
+        cmd.args(["-C", &format!("target-feature={f}")]);
+    }
     let status = cmd.status().map_err(BuildError::NoRustup)?;
     if !status.success() {
         return Err(BuildError::Compile {
@@ -329,5 +342,16 @@ mod tests {
             assert_eq!(target_cpu(a).unwrap(), a);
         }
         assert_eq!(target_cpu("sm_60").unwrap(), "sm_70");
+        // Bulk copies and PTX ISA 8.0 on sm_90 only.
+        assert!(
+            arch_cfgs("sm_90")
+                .unwrap()
+                .contains(&"gpu_sm90".to_string())
+        );
+        for a in ["sm_60", "sm_75", "sm_80"] {
+            assert!(!arch_cfgs(a).unwrap().contains(&"gpu_sm90".to_string()));
+            assert_eq!(ptx_features(a).unwrap(), None);
+        }
+        assert_eq!(ptx_features("sm_90").unwrap(), Some("+ptx80"));
     }
 }

@@ -78,6 +78,11 @@ pub const MMQ_PIPE_SMEM_BUDGET: usize = 113 * 1024;
 pub const MMQ_PIPE_MAX_LEAD: usize = 4;
 /// Bytes of one activation buffer of the pipelined MMQ kernel (one K step's D4 blocks).
 pub const MMQ_PIPE_ACTS: usize = MMQ_COLS * Q8_1_MMQ_BYTES;
+/// Bytes of one `mbarrier` (the pipelined kernel's per-step transaction barrier on sm_90).
+pub const MMQ_PIPE_BAR_BYTES: usize = 8;
+/// Threads that arrive on a pipelined K step's barrier (sm_90): the one that copies the step's
+/// activation blocks.
+pub const MMQ_PIPE_BAR_ARRIVALS: usize = 1;
 
 /// Where tile row `r` keeps its scale: a lane of warp row `wm` needs rows
 /// `32 wm + 16 mt + 8 h + g` (mt, h in 0..2) for its two 16-row fragments, so they sit side by
@@ -107,7 +112,10 @@ pub const fn mmq_pipe_col_slot(c: usize) -> usize {
 /// - two decoded tiles of `tile_bytes` at `tiles`, each the int8 weights `[128][144]`, the
 ///   weight scales `[4 groups][halves][128]` f32 (rows permuted by [`mmq_pipe_row_slot`]; two
 ///   halves for the 16-value scale types) at `wscales`, and the activation scales
-///   `[4 groups][64]` f32 (columns permuted by [`mmq_pipe_col_slot`]) at `xscales`.
+///   `[4 groups][64]` f32 (columns permuted by [`mmq_pipe_col_slot`]) at `xscales`;
+/// - `na` transaction barriers (8 bytes each) at `bars`, one per activation buffer: on sm_90
+///   a K step's activation blocks are one bulk copy that completes on its buffer's barrier
+///   (gpu/src/moe/mmq/pipe/copy.rs).
 ///
 /// `lead` is 0 when not even a one-step lead fits the budget (the host then runs the classic
 /// kernel; no type needs that today).
@@ -123,6 +131,7 @@ pub struct MmqPipeSmem {
     /// Offsets inside a decoded tile.
     pub wscales: usize,
     pub xscales: usize,
+    pub bars: usize,
     pub total: usize,
 }
 
@@ -144,6 +153,7 @@ impl MmqPipeSmem {
         let (nw, na) = Self::buffers(w, lead);
         let acts = nw * MMQ_ROWS * slot;
         let tiles = acts + na * MMQ_PIPE_ACTS;
+        let bars = tiles + 2 * tile_bytes;
         MmqPipeSmem {
             slot,
             lead,
@@ -154,7 +164,8 @@ impl MmqPipeSmem {
             tile_bytes,
             wscales,
             xscales,
-            total: tiles + 2 * tile_bytes,
+            bars,
+            total: bars + na * MMQ_PIPE_BAR_BYTES,
         }
     }
 
@@ -167,7 +178,10 @@ impl MmqPipeSmem {
         let mut lead = MMQ_PIPE_MAX_LEAD;
         while lead > 0 {
             let (nw, na) = Self::buffers(w, lead);
-            if nw * MMQ_ROWS * slot + na * MMQ_PIPE_ACTS + 2 * tile_bytes <= MMQ_PIPE_SMEM_BUDGET {
+            let bars = na * MMQ_PIPE_BAR_BYTES;
+            if nw * MMQ_ROWS * slot + na * MMQ_PIPE_ACTS + 2 * tile_bytes + bars
+                <= MMQ_PIPE_SMEM_BUDGET
+            {
                 return lead;
             }
             lead -= 1;
@@ -347,6 +361,9 @@ mod tests {
             assert!(sm.slot >= fused_slot_bytes(w) && sm.slot.is_multiple_of(16));
             assert_eq!(sm.acts, sm.nw * MMQ_ROWS * sm.slot);
             assert_eq!(sm.tiles, sm.acts + sm.na * MMQ_PIPE_ACTS);
+            assert_eq!(sm.bars, sm.tiles + 2 * sm.tile_bytes);
+            assert!(sm.bars.is_multiple_of(MMQ_PIPE_BAR_BYTES));
+            assert_eq!(sm.total, sm.bars + sm.na * MMQ_PIPE_BAR_BYTES);
             assert!(sm.tiles.is_multiple_of(16) && sm.tile_bytes.is_multiple_of(16));
             // Two CTAs per SM on sm_90 (228 KB, 1 KB reserved per CTA).
             assert!(2 * (sm.total + 1024) <= 228 * 1024, "{w:?}");

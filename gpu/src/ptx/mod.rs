@@ -1,4 +1,4 @@
-//! The only module with inline PTX (this file, `shared.rs`, `mma.rs` and `copy.rs`). One instruction (or one fixed
+//! The only module with inline PTX (this file, `shared.rs`, `mma.rs`, `copy.rs` and `bulk.rs`). One instruction (or one fixed
 //! sequence) per function; each names its PTX instruction (PTX ISA 8.x section in brackets).
 //!
 //! Under cfg `gpu_ws_only` (the sm_60 module, compiled as sm_70: builder/src/lib.rs) the
@@ -17,6 +17,10 @@ mod mma;
 pub use mma::*;
 mod shared;
 pub use shared::*;
+#[cfg(gpu_sm90)]
+mod bulk;
+#[cfg(gpu_sm90)]
+pub use bulk::*;
 
 /// `%tid.x` [10.13 special registers].
 #[inline(always)]

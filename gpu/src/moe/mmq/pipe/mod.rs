@@ -2,10 +2,10 @@
 //! warp layout, numerics and output of the classic kernel (gpu/src/moe/mmq/mod.rs), with the
 //! copies and the decode taken off the critical path.
 //!
-//! - Copies: 16-byte `cp.async` of each K step's activation D4 blocks and raw weight stage
-//!   (the weight rows' bytes of 128 or 256 K values, in 16-byte windows), `MmqPipeSmem::lead`
-//!   K steps ahead, into rings of their own (a weight stage is free once decoded, activations
-//!   once multiplied).
+//! - Copies (copy.rs): each K step's activation D4 blocks and raw weight stage (the weight
+//!   rows' bytes of 128 or 256 K values, in 16-byte windows), `MmqPipeSmem::lead` K steps
+//!   ahead, into rings of their own (a weight stage is free once decoded, activations once
+//!   multiplied): bulk copies on transaction barriers on sm_90, 16-byte `cp.async` below.
 //! - Decode: two decoded tiles (int8 weights, weight scales, activation scales). While the
 //!   warps multiply K step j from one, they decode step j + 1 into the other: one barrier per
 //!   K step, and a warp's decode overlaps the other warps' `mma`s.
@@ -20,23 +20,20 @@
 //! K), so the bytes equal the classic kernel's and the CPU reference's.
 //! Launcher: host/src/moe/expert/split.rs (chosen where the device has the shared memory).
 
+mod copy;
+
 use crate::formats::{Shared, WeightBlock};
 use crate::layout::{
-    MMQ_COLS, MMQ_KSTEP, MMQ_PIPE_ACTS, MMQ_ROWS, MMQ_SMEM_ROW, MMQ_THREADS, MmqParams,
-    MmqPipeSmem, MmqTile, Q8_1_MMQ_BYTES, fused_slot_bytes, fused_stage_row_bytes, fused_sub_steps,
-    mmq_pipe_col_slot, mmq_pipe_row_slot,
+    MMQ_COLS, MMQ_KSTEP, MMQ_PIPE_ACTS, MMQ_ROWS, MMQ_SMEM_ROW, MmqParams, MmqPipeSmem, MmqTile,
+    fused_stage_row_bytes, fused_sub_steps, mmq_pipe_col_slot, mmq_pipe_row_slot,
 };
 use crate::ptx::{
-    cp_async_16, cp_async_commit, cp_async_wait, ctaid_x, ctaid_y, ld_shared_f32, ld_shared_v4_u32,
-    ldmatrix_x4, mma_m16n8k16_s8, mma_m16n8k32_s8, smem_base, st_shared_u32, st_shared_v4,
-    sync_threads, tid_x,
+    ctaid_x, ctaid_y, ld_shared_f32, ld_shared_v4_u32, ldmatrix_x4, mma_m16n8k16_s8,
+    mma_m16n8k32_s8, smem_base, st_shared_u32, st_shared_v4, sync_threads, tid_x,
 };
 use crate::quant::{MAGIC, mmq_step_16_magic, mmq_step_32_magic};
 
 const ROW: u32 = MMQ_SMEM_ROW as u32;
-/// 16-byte pieces of one q8_1 D4 block.
-const PIECES: u32 = (Q8_1_MMQ_BYTES / 16) as u32;
-const THREADS: u32 = MMQ_THREADS as u32;
 const COLS: u32 = MMQ_COLS as u32;
 
 /// What one CTA works on: its weight rows, tile and shared-memory layout.
@@ -63,51 +60,6 @@ impl Cta {
 
     fn decoded(&self, step: u32) -> u32 {
         self.base + self.sm.tiles as u32 + (step % 2) * self.sm.tile_bytes as u32
-    }
-}
-
-/// Issues this thread's share of K step `j`'s copies: its activation blocks, and its raw
-/// weight stage when `j` starts one.
-///
-/// # Safety
-/// `j < k / 128`; the step's buffers are free; the weight buffer is readable 16 bytes past its
-/// end; `x` holds the tile's columns.
-#[inline(always)]
-unsafe fn issue<B: WeightBlock>(p: &MmqParams, c: &Cta, j: u32) {
-    let tid = tid_x();
-    let sub = fused_sub_steps(B::WTYPE) as u32;
-    if j % sub == 0 {
-        let buf = c.raw(j, sub);
-        let srb = fused_stage_row_bytes(B::WTYPE) as u64;
-        let chunks = (fused_slot_bytes(B::WTYPE) / 16) as u32;
-        let mut idx = tid;
-        while idx < MMQ_ROWS as u32 * chunks {
-            let (t, k) = (idx / chunks, idx % chunks);
-            let src = c.wbase + t as u64 * c.row_bytes as u64 + (j / sub) as u64 * srb;
-            let a0 = src & !15;
-            if a0 + 16 * (k as u64) < src + srb {
-                // SAFETY: the piece lies in the row's 16-byte window, inside the weight buffer
-                // or its readable 16 bytes past the end; the slot holds `chunks` pieces.
-                unsafe { cp_async_16(buf + t * c.sm.slot as u32 + 16 * k, a0 + 16 * k as u64) };
-            }
-            idx += THREADS;
-        }
-    }
-    let buf = c.acts(j);
-    let mut idx = tid;
-    // Only the tile's live columns (10 of 64 at 10 rows per expert).
-    while idx < c.tile.n_cols * PIECES {
-        let (col, piece) = (idx / PIECES, idx % PIECES);
-        let blk = j as u64 * p.n_cols_x as u64 + (c.tile.col_start + col) as u64;
-        // SAFETY: block (j, column) is inside x (col < n_cols); 144-byte blocks keep every
-        // piece 16-byte aligned on both sides.
-        unsafe {
-            cp_async_16(
-                buf + col * ROW + 16 * piece,
-                p.x + blk * Q8_1_MMQ_BYTES as u64 + 16 * piece as u64,
-            )
-        };
-        idx += THREADS;
     }
 }
 
@@ -294,18 +246,21 @@ pub unsafe fn mmq_pipe<B: WeightBlock>(p: &MmqParams) {
         // runs the classic kernel for it and never launches this one.
         return;
     }
-    // One commit group per K step: steps 0..=lead here, step j + 1 + lead in iteration j.
+    // SAFETY: every thread, before any copy.
+    unsafe { copy::setup(&c) };
+    // One closed step per K step: steps 0..=lead here, step j + 1 + lead in iteration j.
     for s in 0..=lead {
         if s < nk {
             // SAFETY: step s < nk into buffers nothing has used yet (lead + 2 activation and
-            // ceil(lead / sub) + 1 weight buffers).
-            unsafe { issue::<B>(p, &c, s) };
+            // ceil(lead / sub) + 1 weight buffers, and the activation buffers' barriers).
+            unsafe { copy::issue::<B>(p, &c, s) };
         }
-        cp_async_commit();
+        copy::close();
     }
     let mut acc = [[[0.0f32; 4]; 4]; 2];
     if nk > 0 {
-        cp_async_wait(lead);
+        // SAFETY: step 0 was issued by every thread.
+        unsafe { copy::wait(&c, 0, lead) };
         sync_threads();
         // SAFETY: step 0's copies complete and visible; the decoded tiles are unused.
         unsafe { decode::<B>(&c, 0) };
@@ -313,8 +268,9 @@ pub unsafe fn mmq_pipe<B: WeightBlock>(p: &MmqParams) {
     for j in 0..nk {
         let jn = j + 1;
         if jn < nk {
-            // Step jn's group: lead + 1 + j groups are committed, lead - 1 of them younger.
-            cp_async_wait(lead - 1);
+            // Step jn: lead + 1 + j steps are closed, lead - 1 of them younger.
+            // SAFETY: step jn < nk was issued by every thread.
+            unsafe { copy::wait(&c, jn, lead - 1) };
         }
         // Tile j % 2 (decoded last iteration) and step jn's copies visible; every warp is past
         // step j - 1's product (tile jn % 2 and the activations of step j - 1 free) and step
@@ -322,12 +278,12 @@ pub unsafe fn mmq_pipe<B: WeightBlock>(p: &MmqParams) {
         sync_threads();
         let s = jn + lead;
         if s < nk {
-            // SAFETY: step s's activation buffer last held step s - lead - 2 (multiplied in
-            // iteration j - 1); its weight buffer a stage whose last decode was before step
-            // j's (MmqPipeSmem's doc).
-            unsafe { issue::<B>(p, &c, s) };
+            // SAFETY: step s's activation buffer (and its barrier) last held step s - lead - 2
+            // (multiplied in iteration j - 1, waited for in iteration j - 2); its weight buffer
+            // a stage whose last decode was before step j's (MmqPipeSmem's doc).
+            unsafe { copy::issue::<B>(p, &c, s) };
         }
-        cp_async_commit();
+        copy::close();
         // SAFETY: tile j % 2 and step j's activations are visible (above).
         unsafe { product::<B>(&c, j, &mut acc) };
         if jn < nk {

@@ -1,0 +1,149 @@
+//! The copies of the pipelined MMQ kernel (pipe/mod.rs): K step `j`'s activation D4 blocks of
+//! the tile's live columns, and its raw weight stage when `j` starts one (each weight row's
+//! bytes in the 16-byte aligned window around them, at `Cta::raw(j) + row * slot`).
+//!
+//! - Weights: 16-byte `cp.async` pieces spread over the CTA's threads (sm_75: `cp_async_16`'s
+//!   plain form), one commit group per K step, waited for with `cp.async.wait_group`. (A bulk
+//!   copy per row is no cheaper: `cp.async.bulk` takes uniform operands, so 32 lanes' copies
+//!   become a 32-round loop per warp.)
+//! - Activations on sm_90 (cfg `gpu_sm90`): the tile's columns are consecutive blocks of `x`, so
+//!   one thread copies the step's blocks in one bulk copy (`cp.async.bulk`) that completes on
+//!   the step's transaction barrier (`MmqPipeSmem::bars`, one per activation buffer, one
+//!   arrival with the bytes), in place of 9 16-byte pieces per column spread over the threads.
+//!   Below sm_90: `cp.async` pieces in the weights' commit groups.
+//!
+//! A step's bytes are visible to every thread after [`wait`] and the CTA barrier after it.
+
+use super::Cta;
+use crate::formats::WeightBlock;
+#[cfg(not(gpu_sm90))]
+use crate::layout::MMQ_SMEM_ROW;
+#[cfg(gpu_sm90)]
+use crate::layout::{MMQ_PIPE_BAR_ARRIVALS, MMQ_PIPE_BAR_BYTES};
+use crate::layout::{
+    MMQ_ROWS, MMQ_THREADS, MmqParams, Q8_1_MMQ_BYTES, fused_slot_bytes, fused_stage_row_bytes,
+    fused_sub_steps,
+};
+#[cfg(gpu_sm90)]
+use crate::ptx::{bulk_copy, fence_mbar_init, mbar_arrive_expect_tx, mbar_init, mbar_wait};
+use crate::ptx::{cp_async_16, cp_async_commit, cp_async_wait, sync_threads, tid_x};
+
+/// The thread that issues the activations' bulk copy (sm_90): the first of the second half.
+#[cfg(gpu_sm90)]
+const ACTS_THREAD: u32 = (MMQ_THREADS / 2) as u32;
+
+/// Prepares the copies (sm_90: initializes the step barriers) and ends with a CTA barrier.
+///
+/// # Safety
+/// Called once by every thread of the CTA before any copy.
+#[inline(always)]
+pub(super) unsafe fn setup(c: &Cta) {
+    #[cfg(gpu_sm90)]
+    if tid_x() == 0 {
+        for i in 0..c.sm.na as u32 {
+            // SAFETY: the barrier array of the layout, 8-byte aligned, not in use yet.
+            unsafe { mbar_init(bar(c, i), MMQ_PIPE_BAR_ARRIVALS as u32) };
+        }
+        fence_mbar_init();
+    }
+    #[cfg(not(gpu_sm90))]
+    let _ = c;
+    sync_threads();
+}
+
+/// The barrier of activation buffer `i` (sm_90).
+#[cfg(gpu_sm90)]
+#[inline(always)]
+fn bar(c: &Cta, i: u32) -> u32 {
+    c.base + (c.sm.bars + MMQ_PIPE_BAR_BYTES * i as usize) as u32
+}
+
+/// Issues this thread's share of K step `j`'s copies (see the module doc).
+///
+/// # Safety
+/// `j < k / 128`; the step's buffers (and on sm_90 its barrier's previous phase) are free: no
+/// thread still reads them or waits on it; the weight buffer is readable 16 bytes past its end;
+/// `x` holds the tile's columns.
+#[inline(always)]
+pub(super) unsafe fn issue<B: WeightBlock>(p: &MmqParams, c: &Cta, j: u32) {
+    const THREADS: u32 = MMQ_THREADS as u32;
+    let tid = tid_x();
+    let sub = fused_sub_steps(B::WTYPE) as u32;
+    if j % sub == 0 {
+        let buf = c.raw(j, sub);
+        let srb = fused_stage_row_bytes(B::WTYPE) as u64;
+        let chunks = (fused_slot_bytes(B::WTYPE) / 16) as u32;
+        let mut idx = tid;
+        while idx < MMQ_ROWS as u32 * chunks {
+            let (t, k) = (idx / chunks, idx % chunks);
+            let src = c.wbase + t as u64 * c.row_bytes as u64 + (j / sub) as u64 * srb;
+            let a0 = src & !15;
+            if a0 + 16 * (k as u64) < src + srb {
+                // SAFETY: the piece lies in the row's 16-byte window, inside the weight buffer
+                // or its readable 16 bytes past the end; the slot holds `chunks` pieces.
+                unsafe { cp_async_16(buf + t * c.sm.slot as u32 + 16 * k, a0 + 16 * k as u64) };
+            }
+            idx += THREADS;
+        }
+    }
+    #[cfg(gpu_sm90)]
+    if tid == ACTS_THREAD {
+        let b = bar(c, j % c.sm.na as u32);
+        let first = j as u64 * p.n_cols_x as u64 + c.tile.col_start as u64;
+        let bytes = c.tile.n_cols * Q8_1_MMQ_BYTES as u32;
+        // SAFETY: the tile's columns are consecutive blocks of x (144 bytes each, 16-byte
+        // aligned) and fit the activation buffer (at most 64); the barrier's phase expects this
+        // thread's arrival.
+        unsafe {
+            mbar_arrive_expect_tx(b, bytes);
+            bulk_copy(c.acts(j), p.x + first * Q8_1_MMQ_BYTES as u64, bytes, b);
+        }
+    }
+    #[cfg(not(gpu_sm90))]
+    {
+        const ROW: u32 = MMQ_SMEM_ROW as u32;
+        const PIECES: u32 = (Q8_1_MMQ_BYTES / 16) as u32;
+        let buf = c.acts(j);
+        let mut idx = tid;
+        // Only the tile's live columns (10 of 64 at 10 rows per expert).
+        while idx < c.tile.n_cols * PIECES {
+            let (col, piece) = (idx / PIECES, idx % PIECES);
+            let blk = j as u64 * p.n_cols_x as u64 + (c.tile.col_start + col) as u64;
+            // SAFETY: block (j, column) is inside x (col < n_cols); 144-byte blocks keep every
+            // piece 16-byte aligned on both sides.
+            unsafe {
+                cp_async_16(
+                    buf + col * ROW + 16 * piece,
+                    p.x + blk * Q8_1_MMQ_BYTES as u64 + 16 * piece as u64,
+                )
+            };
+            idx += THREADS;
+        }
+    }
+}
+
+/// Closes the `cp.async` copies issued since the last call as one commit group. Called once
+/// per step slot, issued or not.
+#[inline(always)]
+pub(super) fn close() {
+    cp_async_commit();
+}
+
+/// Waits until K step `j`'s copies have landed, `ahead` commit groups having been closed after
+/// its own (`cp.async.wait_group ahead`; on sm_90 also `j`'s barrier phase, the activations).
+/// A CTA barrier must follow before other threads' bytes are read.
+///
+/// # Safety
+/// Step `j` was issued by every thread.
+#[inline(always)]
+pub(super) unsafe fn wait(c: &Cta, j: u32, ahead: u32) {
+    cp_async_wait(ahead);
+    #[cfg(gpu_sm90)]
+    {
+        let na = c.sm.na as u32;
+        // SAFETY: the activation thread issued step j (the caller's contract).
+        unsafe { mbar_wait(bar(c, j % na), (j / na) % 2) };
+    }
+    #[cfg(not(gpu_sm90))]
+    let _ = (c, j);
+}
