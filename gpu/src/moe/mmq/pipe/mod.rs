@@ -142,21 +142,40 @@ unsafe fn ld4(addr: u32) -> [f32; 4] {
 
 /// The warp's products of K step `j`: decoded tile `j % 2` against the step's activation
 /// blocks, into `acc[mt][nt][i]` (tile row `32 wm + 16 mt + g + 8 (i / 2)`, column
-/// `32 wn + 8 nt + 2 t + i % 2`). 8-column tiles without a live column are skipped.
+/// `32 wn + 8 nt + 2 t + i % 2`). 8-column tiles without a live column are skipped: the
+/// warp runs the code for its count of live tiles.
 ///
 /// # Safety
 /// The decoded tile and the step's activation blocks are written and visible.
 #[inline(always)]
 unsafe fn product<B: WeightBlock>(c: &Cta, j: u32, acc: &mut [[[f32; 4]; 4]; 2]) {
+    let wn = tid_x() / 32 / 4;
+    // The warp's live 8-column tiles (warp-uniform), each count its own code without per-tile
+    // branches (whose convergence ptxas cannot prove: it fences every `mma` after one).
+    let live = c.tile.n_cols.saturating_sub(wn * 32).div_ceil(8);
+    // SAFETY: forwarded contract.
+    unsafe {
+        match live {
+            0 => {}
+            1 => product_nt::<B, 1>(c, j, acc),
+            2 => product_nt::<B, 2>(c, j, acc),
+            3 => product_nt::<B, 3>(c, j, acc),
+            _ => product_nt::<B, 4>(c, j, acc),
+        }
+    }
+}
+
+/// [`product`] for a warp with `NT` live 8-column tiles (1 to 4).
+///
+/// # Safety
+/// As [`product`].
+#[inline(always)]
+unsafe fn product_nt<B: WeightBlock, const NT: u32>(c: &Cta, j: u32, acc: &mut [[[f32; 4]; 4]; 2]) {
     let lane = tid_x() % 32;
     let warp = tid_x() / 32;
     let (wm, wn) = (warp % 4, warp / 4);
     let (gr, tc) = (lane / 4, lane % 4);
-    let n_cols = c.tile.n_cols;
-    if wn * 32 >= n_cols {
-        return;
-    }
-    let live = |nt: u32| wn * 32 + nt * 8 < n_cols;
+    let live = |nt: u32| nt < NT;
     let sixteen = B::WTYPE.scale_values() == 16;
     let t = c.decoded(j);
     let acts = c.acts(j);
