@@ -91,19 +91,11 @@ pub const fn mmq_pipe_row_slot(r: usize) -> usize {
     (r & !31) | ((r & 7) << 2) | (((r >> 4) & 1) << 1) | ((r >> 3) & 1)
 }
 
-/// The first column of 8-column `mma` tile `nt` (0..4) of warp column `wn` (0..2) in the
-/// pipelined MMQ kernel: the tiles alternate between the two warp columns (tile `wn + 2 nt`),
-/// so that a tile with few live columns (10 rows per expert: two tiles) gives both warp columns
-/// work, where consecutive halves left the second idle in the product.
-pub const fn mmq_pipe_tile_col(wn: usize, nt: usize) -> usize {
-    8 * (wn + 2 * nt)
-}
-
 /// Where tile column `c` keeps its activation scale: a lane of warp column `wn` needs columns
-/// `mmq_pipe_tile_col(wn, nt) + 2 t + j` (nt in 0..4, j in 0..2), kept at `32 wn + 8 t + 2 nt
-/// + j` (two 16-byte loads).
+/// `32 wn + 8 nt + 2 t + j` (nt in 0..4, j in 0..2), kept at `32 wn + 8 t + 2 nt + j` (two
+/// 16-byte loads).
 pub const fn mmq_pipe_col_slot(c: usize) -> usize {
-    (((c >> 3) & 1) << 5) | (((c >> 1) & 3) << 3) | (((c >> 4) & 3) << 1) | (c & 1)
+    (c & !31) | (((c >> 1) & 3) << 3) | (((c >> 3) & 3) << 1) | (c & 1)
 }
 
 /// The shared-memory layout of a pipelined MMQ CTA for weight type `w` (byte offsets).
@@ -400,8 +392,7 @@ mod tests {
             let s = mmq_pipe_col_slot(c);
             assert!(!cols[s]);
             cols[s] = true;
-            let (wn, nt, t, j) = ((c / 8) % 2, c / 16, (c / 2) % 4, c % 2);
-            assert_eq!(c, mmq_pipe_tile_col(wn, nt) + 2 * t + j);
+            let (wn, nt, t, j) = (c / 32, (c / 8) % 4, (c / 2) % 4, c % 2);
             assert_eq!(s, 32 * wn + 8 * t + 2 * nt + j);
         }
     }

@@ -172,25 +172,17 @@ unsafe fn mmq<B: WeightBlock>(p: &MmqParams) {
         sync_threads();
     }
     // SAFETY: the kernel's contract.
-    unsafe { store(p, &tile, row0, &acc, |wn, nt| wn * 32 + nt * 8) };
+    unsafe { store(p, &tile, row0, &acc) };
 }
 
 /// Writes a CTA's accumulators (`acc[mt][nt][i]` at tile row `32 wm + 16 mt + g + 8 (i / 2)`,
-/// column `tile_col(wn, nt) + 2 t + i % 2`) to the output rows of the tile's live columns: the
-/// classic kernel's warp columns hold 32 consecutive columns, the pipelined kernel's alternate
-/// 8-column tiles (`layout::mmq_pipe_tile_col`).
+/// column `32 wn + 8 nt + 2 t + i % 2`) to the output rows of the tile's live columns.
 ///
 /// # Safety
 /// `p.out` (through `p.out_rows` when given) has a row of `n >= row0 + 128` values for every
 /// column of the tile.
 #[inline(always)]
-unsafe fn store(
-    p: &MmqParams,
-    tile: &MmqTile,
-    row0: u32,
-    acc: &[[[f32; 4]; 4]; 2],
-    tile_col: impl Fn(u32, u32) -> u32,
-) {
+unsafe fn store(p: &MmqParams, tile: &MmqTile, row0: u32, acc: &[[[f32; 4]; 4]; 2]) {
     let lane = tid_x() % 32;
     let warp = tid_x() / 32;
     let (wm, wn) = (warp % 4, warp / 4);
@@ -199,7 +191,7 @@ unsafe fn store(
         unroll!(nt in [0, 1, 2, 3] {
             unroll!(i in [0, 1, 2, 3] {
                 let row = wm * 32 + mt as u32 * 16 + gr + 8 * (i as u32 / 2);
-                let col = tile_col(wn, nt as u32) + 2 * tc + (i as u32 % 2);
+                let col = wn * 32 + nt as u32 * 8 + 2 * tc + (i as u32 % 2);
                 if col < tile.n_cols {
                     let c = tile.col_start + col;
                     // SAFETY: c is a row of the activation buffer; out_rows (when given) has

@@ -1,7 +1,6 @@
 //! The pipelined MMQ product `moe_mmq_pipe_<type>` (either product: gate/up or down): the tile,
-//! numerics and output of the classic kernel (gpu/src/moe/mmq/mod.rs), with the copies and the
-//! decode taken off the critical path, and its two warp columns taking alternate 8-column tiles
-//! (`layout::mmq_pipe_tile_col`), so that a tile of few columns keeps both busy.
+//! warp layout, numerics and output of the classic kernel (gpu/src/moe/mmq/mod.rs), with the
+//! copies and the decode taken off the critical path.
 //!
 //! - Copies (copy.rs): each K step's activation D4 blocks and raw weight stage (the weight
 //!   rows' bytes of 128 or 256 K values, in 16-byte windows), `MmqPipeSmem::lead` K steps
@@ -27,7 +26,6 @@ use crate::formats::{Shared, WeightBlock};
 use crate::layout::{
     MMQ_COLS, MMQ_KSTEP, MMQ_PIPE_ACTS, MMQ_ROWS, MMQ_SMEM_ROW, MmqParams, MmqPipeSmem, MmqTile,
     fused_stage_row_bytes, fused_sub_steps, mmq_pipe_col_slot, mmq_pipe_row_slot,
-    mmq_pipe_tile_col,
 };
 use crate::ptx::{
     ctaid_x, ctaid_y, ld_shared_f32, ld_shared_v4_u32, ldmatrix_x4, mma_m16n8k16_s8,
@@ -144,9 +142,8 @@ unsafe fn ld4(addr: u32) -> [f32; 4] {
 
 /// The warp's products of K step `j`: decoded tile `j % 2` against the step's activation
 /// blocks, into `acc[mt][nt][i]` (tile row `32 wm + 16 mt + g + 8 (i / 2)`, column
-/// `mmq_pipe_tile_col(wn, nt) + 2 t + i % 2`: the warp columns take alternate 8-column tiles).
-/// 8-column tiles without a live column are skipped: the warp runs the code for its count of
-/// live tiles.
+/// `32 wn + 8 nt + 2 t + i % 2`). 8-column tiles without a live column are skipped: the
+/// warp runs the code for its count of live tiles.
 ///
 /// # Safety
 /// The decoded tile and the step's activation blocks are written and visible.
@@ -155,7 +152,7 @@ unsafe fn product<B: WeightBlock>(c: &Cta, j: u32, acc: &mut [[[f32; 4]; 4]; 2])
     let wn = tid_x() / 32 / 4;
     // The warp's live 8-column tiles (warp-uniform), each count its own code without per-tile
     // branches (whose convergence ptxas cannot prove: it fences every `mma` after one).
-    let live = c.tile.n_cols.div_ceil(8).saturating_sub(wn).div_ceil(2);
+    let live = c.tile.n_cols.saturating_sub(wn * 32).div_ceil(8);
     // SAFETY: forwarded contract.
     unsafe {
         match live {
@@ -206,8 +203,7 @@ unsafe fn product_nt<B: WeightBlock, const NT: u32>(c: &Cta, j: u32, acc: &mut [
             let mut bf = [[0u32; 2]; 4];
             unroll!(np in [0, 1] {
                 if live(2 * np as u32) {
-                    let nt = 2 * np as u32 + lane / 16;
-                    let col = mmq_pipe_tile_col(wn as usize, nt as usize) as u32 + lane % 8;
+                    let col = wn * 32 + np as u32 * 16 + lane % 8 + 8 * (lane / 16);
                     let v = ldmatrix_x4(acts + col * ROW + 16 + g * 32 + ((lane / 8) % 2) * 16);
                     bf[2 * np] = [v[0], v[1]];
                     bf[2 * np + 1] = [v[2], v[3]];
@@ -315,9 +311,5 @@ pub unsafe fn mmq_pipe<B: WeightBlock>(p: &MmqParams) {
         }
     }
     // SAFETY: the kernel's contract.
-    unsafe {
-        super::store(p, &tile, row0, &acc, |wn, nt| {
-            mmq_pipe_tile_col(wn as usize, nt as usize) as u32
-        })
-    };
+    unsafe { super::store(p, &tile, row0, &acc) };
 }
