@@ -183,7 +183,7 @@ fn prefill_summary(copy_gbs: f64) {
     const STAGE_NAMES: [&str; 8] = [
         "route",
         "scatter",
-        "tiles (host)",
+        "tiles",
         "gate_up",
         "swiglu_quant",
         "down",

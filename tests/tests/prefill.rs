@@ -8,6 +8,8 @@
 mod auto;
 #[path = "prefill/common.rs"]
 mod common;
+#[path = "prefill/tiles.rs"]
+mod tiles;
 #[path = "prefill/ws.rs"]
 mod ws;
 

@@ -71,7 +71,8 @@ const _: () = assert!(size_of::<SwigluParams>() == 32);
 const _: () = assert!(size_of::<QuantizeParams>() == 32);
 
 /// One CTA's column tile of an MMQ product: expert `expert`'s activation rows
-/// `col_start .. col_start + n_cols` (compact order, `n_cols <= MMQ_COLS`).
+/// `col_start .. col_start + n_cols` (compact order, `n_cols <= MMQ_COLS`). A tile of no rows
+/// (`n_cols == 0`: the padding of a device-built list, `ExpertTilesParams`) does nothing.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[repr(C)]
 pub struct MmqTile {
@@ -176,7 +177,25 @@ pub struct CombineParams {
     pub _pad: u32,
 }
 
+/// Parameters of `moe_expert_tiles`: the work list of an expert-row product built on the
+/// device from the expert bounds - for each expert in id order, its rows in tiles of at most
+/// `width` ([`MmqTile`]), then tiles of no rows up to `n_slots` (the launch's grid.x), which the
+/// products skip.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(C)]
+pub struct ExpertTilesParams {
+    /// `*const u32` `[n_experts + 1]`: the scatter's expert bounds
+    pub bounds: u64,
+    /// `*mut MmqTile` `[n_slots]`
+    pub tiles: u64,
+    pub n_experts: u32,
+    pub width: u32,
+    pub n_slots: u32,
+    pub _pad: u32,
+}
+
 host_pod!(
+    ExpertTilesParams,
     MmqTile,
     MmqParams,
     RouteParams,
@@ -185,6 +204,7 @@ host_pod!(
 );
 
 const _: () = assert!(size_of::<MmqTile>() == 16);
+const _: () = assert!(size_of::<ExpertTilesParams>() == 32);
 const _: () = assert!(size_of::<MmqParams>() == 80);
 const _: () = assert!(size_of::<RouteParams>() == 48);
 const _: () = assert!(size_of::<ScatterParams>() == 80);

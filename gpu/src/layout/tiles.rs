@@ -208,13 +208,19 @@ pub const SCATTER_CHUNK: usize = 256;
 pub const SCATTER_COUNT_THREADS: usize = SCATTER_CHUNK;
 /// Threads of the single `moe_scatter_offsets` CTA (prefix sums over experts x chunks).
 pub const SCATTER_OFFSETS_THREADS: usize = 1024;
-/// Threads of a `moe_scatter_place` CTA: one warp walks its chunk's tokens in order.
+/// Threads of a `moe_scatter_place` CTA: one warp walks its chunk's tokens 32 at a time.
 pub const SCATTER_PLACE_THREADS: usize = 32;
+/// Shared memory of a CTA prefix sum (`moe_scatter_offsets`, `moe_expert_tiles`): one u32 per
+/// warp of up to 1,024 threads.
+pub const CTA_SCAN_SMEM: usize = 4 * 32;
+/// Threads of the single `moe_expert_tiles` CTA (the device-built tile list).
+pub const EXPERT_TILES_THREADS: usize = 1024;
 
-/// Dynamic shared memory of a `moe_scatter_place` CTA: its per-expert row counters, then the
-/// expert ids of its chunk's `SCATTER_CHUNK x top_k` slots (at most 40 KB: 2,048 experts, top-32).
+/// Dynamic shared memory of a `moe_scatter_place` CTA: its per-expert row counters, the
+/// per-expert masks of a 32-token group, then the expert ids of its chunk's
+/// `SCATTER_CHUNK x top_k` slots (at most 48 KB: 2,048 experts, top-32).
 pub const fn scatter_place_smem(n_experts: usize, top_k: usize) -> usize {
-    4 * n_experts + 4 * SCATTER_CHUNK * top_k
+    8 * n_experts + 4 * SCATTER_CHUNK * top_k
 }
 // Within the 48 KB a kernel gets without opting in, for every shape the scatter accepts.
 const _: () = assert!(scatter_place_smem(MAX_EXPERTS, 32) <= 48 * 1024);

@@ -20,6 +20,8 @@ pub mod fused;
 pub mod mmq;
 pub mod q8_1;
 pub mod route;
+pub mod scan;
 pub mod scatter;
 pub mod swiglu_quant;
+pub mod tiles;
 pub mod ws;

@@ -3,13 +3,17 @@
 //! 1. `moe_scatter_count`: CTA per chunk of 256 tokens (`SCATTER_CHUNK`), 256 threads; counts
 //!    the chunk's rows per expert in shared memory (`4 * n_experts` bytes) ->
 //!    `chunk_counts[chunk][e]`.
-//! 2. `moe_scatter_offsets`: one CTA of 1024 threads; `expert_bounds` = exclusive scan of the
-//!    per-expert totals; `chunk_counts` becomes the first compact row of each (chunk, expert).
+//! 2. `moe_scatter_offsets`: one CTA of 1024 threads, each over a run of consecutive experts
+//!    (chunk counts read 8 at a time); `expert_bounds` = exclusive scan of the per-expert totals
+//!    (a CTA prefix sum, moe/scan.rs); `chunk_counts` becomes the first compact row of each
+//!    (chunk, expert).
 //! 3. `moe_scatter_place`: CTA (one warp) per chunk; the chunk's expert ids are first copied
-//!    into shared memory (coalesced), then tokens in order, lane s places slot s: within an
-//!    expert, rows follow token order (as ggml's `mm_ids_helper`). Writes `row_token`,
-//!    `row_dst` (token * top_k + slot) and `row_of` (its inverse). The walk is serial (256 steps
-//!    per chunk), so each step touches only shared memory before its stores.
+//!    into shared memory (coalesced), then its tokens 32 at a time, a lane per token: each lane
+//!    sets its token's bit in the mask of each of its experts, then a row's place is the
+//!    expert's counter plus the group's earlier tokens of that expert (the mask's lower bits),
+//!    and the group's last token of an expert advances its counter. Within an expert, rows
+//!    follow token order (as ggml's `mm_ids_helper`). Writes `row_token`, `row_dst`
+//!    (token * top_k + slot) and `row_of` (its inverse).
 //! 4. `moe_scatter_quantize`: CTA per token, 8 warps over the 128-value chunks of its row:
 //!    quantizes the token's activations to q8_1 D4 once and writes them to every row the token
 //!    was routed to.
@@ -19,9 +23,10 @@ use crate::layout::{
     SCATTER_OFFSETS_THREADS, ScatterParams, padded_k,
 };
 use crate::moe::q8_1::{quantize_x4, store_x4};
+use crate::moe::scan::cta_exclusive_scan;
 use crate::ptx::{
-    atomic_add_shared_u32, ctaid_x, ctaid_y, lane_id, ld_nc_v4_f32, ld_shared_u32, smem_base,
-    st_shared_u32, sync_threads, sync_warp, tid_x,
+    atomic_add_shared_u32, ctaid_x, lane_id, ld_nc_v4_f32, ld_shared_u32, red_or_shared_u32,
+    smem_base, st_shared_u32, sync_threads, sync_warp, tid_x,
 };
 
 /// See the module doc (step 1).
@@ -62,58 +67,77 @@ pub unsafe extern "ptx-kernel" fn moe_scatter_count(p: ScatterParams) {
     }
 }
 
+/// Entries `c .. c + 8` (those below `n_chunks`) of expert `e`'s column of the chunk counts,
+/// as 8 independent loads.
+///
+/// # Safety
+/// `counts` is `[n_chunks][n_experts]`; `e < n_experts`.
+#[inline(always)]
+unsafe fn chunk_batch(
+    counts: *const u32,
+    e: u32,
+    n_experts: u32,
+    c: u32,
+    n_chunks: u32,
+) -> [u32; 8] {
+    let mut v = [0u32; 8];
+    unroll!(j in [0, 1, 2, 3, 4, 5, 6, 7] {
+        let cj = c + j as u32;
+        if cj < n_chunks {
+            // SAFETY: (cj, e) is inside the counts.
+            v[j] = unsafe { *counts.add((cj * n_experts + e) as usize) };
+        }
+    });
+    v
+}
+
 /// See the module doc (step 2).
 ///
 /// # Safety
-/// Buffers as `layout::ScatterParams`; `4 * n_experts` bytes of dynamic shared memory; one CTA
-/// of 1024 threads.
+/// Buffers as `layout::ScatterParams`; `layout::CTA_SCAN_SMEM` bytes of dynamic shared memory;
+/// one CTA of `SCATTER_OFFSETS_THREADS` threads.
 #[unsafe(no_mangle)]
 pub unsafe extern "ptx-kernel" fn moe_scatter_offsets(p: ScatterParams) {
-    let smem = smem_base();
     let n_chunks = p.n_tokens.div_ceil(SCATTER_CHUNK as u32);
     let counts = p.chunk_counts as *mut u32;
-    let tid = tid_x();
-    let mut e = tid;
-    while e < p.n_experts {
-        let mut total = 0u32;
-        for c in 0..n_chunks {
-            // SAFETY: (c, e) is inside chunk_counts.
-            total += unsafe { *counts.add((c * p.n_experts + e) as usize) };
+    let bounds = p.expert_bounds as *mut u32;
+    // Each thread takes a run of consecutive experts (at most 2: MAX_EXPERTS / 1,024).
+    let per = p.n_experts.div_ceil(SCATTER_OFFSETS_THREADS as u32);
+    let e0 = (tid_x() * per).min(p.n_experts);
+    let e1 = (e0 + per).min(p.n_experts);
+    let mut mine = 0u32;
+    for e in e0..e1 {
+        let mut c = 0;
+        while c < n_chunks {
+            // SAFETY: e < n_experts.
+            let v = unsafe { chunk_batch(counts, e, p.n_experts, c, n_chunks) };
+            mine += v.iter().sum::<u32>();
+            c += 8;
         }
-        // SAFETY: e < n_experts.
-        unsafe { st_shared_u32(smem + 4 * e, total) };
-        e += SCATTER_OFFSETS_THREADS as u32;
     }
-    sync_threads();
-    if tid == 0 {
-        let mut run = 0u32;
-        for e in 0..p.n_experts {
-            // SAFETY: e < n_experts; expert_bounds has n_experts + 1 entries.
-            unsafe {
-                let v = ld_shared_u32(smem + 4 * e);
-                st_shared_u32(smem + 4 * e, run);
-                *(p.expert_bounds as *mut u32).add(e as usize) = run;
-                run += v;
-            }
+    // SAFETY: every thread calls it; the dynamic shared memory is its scratch.
+    let (mut run, total) = unsafe { cta_exclusive_scan(mine, smem_base()) };
+    for e in e0..e1 {
+        // SAFETY: e < n_experts; expert_bounds has n_experts + 1 entries.
+        unsafe { *bounds.add(e as usize) = run };
+        let mut c = 0;
+        while c < n_chunks {
+            // SAFETY: e < n_experts.
+            let v = unsafe { chunk_batch(counts, e, p.n_experts, c, n_chunks) };
+            unroll!(j in [0, 1, 2, 3, 4, 5, 6, 7] {
+                let cj = c + j as u32;
+                if cj < n_chunks {
+                    // SAFETY: (cj, e) is inside chunk_counts.
+                    unsafe { *counts.add((cj * p.n_experts + e) as usize) = run };
+                    run += v[j];
+                }
+            });
+            c += 8;
         }
+    }
+    if tid_x() == 0 {
         // SAFETY: the last entry of expert_bounds.
-        unsafe { *(p.expert_bounds as *mut u32).add(p.n_experts as usize) = run };
-    }
-    sync_threads();
-    let mut e = tid;
-    while e < p.n_experts {
-        // SAFETY: as above.
-        let mut run = unsafe { ld_shared_u32(smem + 4 * e) };
-        for c in 0..n_chunks {
-            // SAFETY: (c, e) is inside chunk_counts.
-            unsafe {
-                let q = counts.add((c * p.n_experts + e) as usize);
-                let v = *q;
-                *q = run;
-                run += v;
-            }
-        }
-        e += SCATTER_OFFSETS_THREADS as u32;
+        unsafe { *bounds.add(p.n_experts as usize) = total };
     }
 }
 
@@ -125,19 +149,21 @@ pub unsafe extern "ptx-kernel" fn moe_scatter_offsets(p: ScatterParams) {
 /// shared memory; grid `ceil(n_tokens / 256)` CTAs of 32 threads.
 #[unsafe(no_mangle)]
 pub unsafe extern "ptx-kernel" fn moe_scatter_place(p: ScatterParams) {
-    let smem = smem_base();
+    let counters = smem_base();
+    let masks = counters + 4 * p.n_experts;
+    let ids_s = masks + 4 * p.n_experts;
     let lane = lane_id();
     let chunk = ctaid_x();
-    let ids_s = smem + 4 * p.n_experts;
     let mut e = lane;
     while e < p.n_experts {
         // SAFETY: (chunk, e) is inside chunk_counts; e < n_experts.
         unsafe {
             st_shared_u32(
-                smem + 4 * e,
+                counters + 4 * e,
                 *(p.chunk_counts as *const u32).add((chunk * p.n_experts + e) as usize),
-            )
-        };
+            );
+            st_shared_u32(masks + 4 * e, 0);
+        }
         e += 32;
     }
     let t0 = chunk * SCATTER_CHUNK as u32;
@@ -156,22 +182,61 @@ pub unsafe extern "ptx-kernel" fn moe_scatter_place(p: ScatterParams) {
         i += 32;
     }
     sync_warp();
-    for t in t0..t1 {
-        if lane < p.top_k {
-            let src = t * p.top_k + lane;
-            // SAFETY: src is inside row_of and its id was staged above; the expert's next row
-            // is inside the row arrays (the offsets count exactly the rows placed); distinct
-            // experts per token, so no two lanes touch the same counter.
-            unsafe {
-                let e = ld_shared_u32(ids_s + 4 * (src - first));
-                let c = ld_shared_u32(smem + 4 * e);
-                st_shared_u32(smem + 4 * e, c + 1);
-                *(p.row_token as *mut u32).add(c as usize) = t;
-                *(p.row_dst as *mut u32).add(c as usize) = src;
-                *(p.row_of as *mut u32).add(src as usize) = c;
+    let below = (1u32 << lane) - 1;
+    let mut g = t0;
+    while g < t1 {
+        // Lane l takes token g + l: its rows follow those of the group's earlier tokens of the
+        // same expert (distinct experts per token: a token is one bit of an expert's mask).
+        let t = g + lane;
+        let live = t < t1;
+        let id = |s: u32| {
+            // SAFETY: token t < t1 of the chunk, s < top_k: staged above.
+            unsafe { ld_shared_u32(ids_s + 4 * ((t - t0) * p.top_k + s)) }
+        };
+        if live {
+            for s in 0..p.top_k {
+                // SAFETY: id(s) < n_experts: inside the masks.
+                unsafe { red_or_shared_u32(masks + 4 * id(s), 1 << lane) };
             }
         }
         sync_warp();
+        // Bit s: this lane holds the group's last token of slot s's expert.
+        let mut last = 0u32;
+        if live {
+            for s in 0..p.top_k {
+                let e = id(s);
+                let src = t * p.top_k + s;
+                // SAFETY: e < n_experts; the expert's row is inside the row arrays (the offsets
+                // count exactly the rows placed); src is inside row_of.
+                unsafe {
+                    let m = ld_shared_u32(masks + 4 * e);
+                    let c = ld_shared_u32(counters + 4 * e) + (m & below).count_ones();
+                    *(p.row_token as *mut u32).add(c as usize) = t;
+                    *(p.row_dst as *mut u32).add(c as usize) = src;
+                    *(p.row_of as *mut u32).add(src as usize) = c;
+                    if m >> lane == 1 {
+                        last |= 1 << s;
+                    }
+                }
+            }
+        }
+        sync_warp();
+        // The last token of each expert advances its counter past the group and clears the
+        // mask (no other lane touches that expert's entries in this phase).
+        for s in 0..p.top_k {
+            if last >> s & 1 != 0 {
+                let e = id(s);
+                // SAFETY: e < n_experts.
+                unsafe {
+                    let m = ld_shared_u32(masks + 4 * e);
+                    let c = ld_shared_u32(counters + 4 * e);
+                    st_shared_u32(counters + 4 * e, c + m.count_ones());
+                    st_shared_u32(masks + 4 * e, 0);
+                }
+            }
+        }
+        sync_warp();
+        g += 32;
     }
 }
 

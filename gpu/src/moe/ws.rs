@@ -325,6 +325,9 @@ unsafe fn ws_body<B: WeightBlock, const COLS: usize, const FAST: bool>(
 unsafe fn ws<B: WeightBlock, const COLS: usize>(p: &MmqParams) {
     // SAFETY: one tile per CTA along x.
     let tile = unsafe { *(p.tiles as *const MmqTile).add(ctaid_x() as usize) };
+    if tile.n_cols == 0 {
+        return; // a padding tile of a device-built list
+    }
     // SAFETY: forwarded contract.
     unsafe { ws_body::<B, COLS, false>(p, &tile) }
 }
@@ -338,6 +341,9 @@ unsafe fn ws_fast<B: WeightBlock, const COLS: usize>(p: &MmqParams) {
     const { assert!(COLS <= 32) };
     // SAFETY: one tile per CTA along x.
     let tile = unsafe { *(p.tiles as *const MmqTile).add(ctaid_x() as usize) };
+    if tile.n_cols == 0 {
+        return; // a padding tile of a device-built list
+    }
     // SAFETY: forwarded contract (tiles of at most 32 rows: at most 16 pairs).
     unsafe { ws_body::<B, COLS, true>(p, &tile) }
 }

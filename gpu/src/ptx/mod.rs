@@ -310,6 +310,24 @@ pub unsafe fn ld_nc_v4_u32(p: *const u32) -> [u32; 4] {
     [a, b, c, d]
 }
 
+/// `shfl.sync.up.b32 d, v, delta, 0, 0xffffffff` [9.7.9.6]: the value of lane `lane - delta`
+/// (a lane below `delta` gets its own). All 32 lanes must take part.
+#[inline(always)]
+pub fn shfl_up_u32(v: u32, delta: u32) -> u32 {
+    let r: u32;
+    // SAFETY: register-only warp shuffle; callers call it from converged, full warps.
+    unsafe {
+        asm!(
+            "shfl.sync.up.b32 {r}, {v}, {d}, 0, 0xffffffff;",
+            r = out(reg32) r,
+            v = in(reg32) v,
+            d = in(reg32) delta,
+            options(pure, nomem, nostack)
+        );
+    }
+    r
+}
+
 /// `shfl.sync.bfly.b32` on a u32.
 #[inline(always)]
 pub fn shfl_xor_u32(v: u32, lane_mask: u32) -> u32 {

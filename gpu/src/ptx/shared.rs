@@ -127,3 +127,16 @@ pub unsafe fn atomic_add_shared_u32(addr: u32, v: u32) -> u32 {
     }
     r
 }
+
+/// `red.shared.or.b32` [9.7.13.4]: `*addr |= v`, atomically.
+///
+/// # Safety
+/// As [`ld_shared_u32`].
+#[inline(always)]
+pub unsafe fn red_or_shared_u32(addr: u32, v: u32) {
+    // SAFETY: the caller guarantees the address.
+    unsafe {
+        asm!("red.shared.or.b32 [{a}], {v};", a = in(reg32) addr, v = in(reg32) v,
+             options(nostack));
+    }
+}

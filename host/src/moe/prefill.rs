@@ -4,16 +4,17 @@
 //! combine is the expert path's (`moe/expert/`, chosen in `moe/path.rs`): this file knows only
 //! its stage names.
 //!
-//! After the scatter the host reads the expert bounds (E + 1 integers) back and the path builds
-//! its work list from them, so that no CTA is launched for an expert without rows; that read is
-//! the one synchronisation of a layer, and its cost is part of every layer time reported.
+//! After the scatter the path builds its work list from the expert bounds (E + 1 integers), so
+//! that no CTA is launched for an expert without rows: on the device where it can (MMQ for both
+//! products), else on the host from the bounds read back - a synchronisation inside the layer,
+//! whose cost is part of every layer time reported (the "tiles" stage).
 
 use cudarc::driver::{CudaEvent, CudaSlice};
 use gpu::layout::{MMQ_BLOCK_VALUES, Q8_1_MMQ_BYTES, ScatterParams};
 
 use crate::device::{Gpu, dptr};
 use crate::error::{DriverOp, Error, Result, shape};
-use crate::moe::expert::{ExpertIo, ExpertPlan};
+use crate::moe::expert::{Bounds, ExpertIo, ExpertPlan};
 use crate::moe::layer::DeviceLayer;
 use crate::moe::path::{self, ExpertPath, PathChoice};
 use crate::moe::{combine, route, scatter};
@@ -34,7 +35,7 @@ pub enum RoutingInput<'a> {
 }
 
 /// GPU milliseconds of each stage of one prefill, from events recorded between them: route,
-/// scatter, tiles (host), the path's stages, combine.
+/// scatter, tiles (the work list, on the device or the host), the path's stages, combine.
 #[derive(Clone, Debug, Default)]
 pub struct StageTimes {
     pub names: Vec<&'static str>,
@@ -43,7 +44,7 @@ pub struct StageTimes {
 }
 
 /// The pipeline's own stages before the path's, and after.
-const PRE_STAGES: [&str; 3] = ["route", "scatter", "tiles (host)"];
+const PRE_STAGES: [&str; 3] = ["route", "scatter", "tiles"];
 const POST_STAGES: [&str; 1] = ["combine"];
 
 impl StageTimes {
@@ -84,6 +85,8 @@ pub struct Prefill {
     plan: Box<dyn ExpertPlan>,
     /// Token count of the routing last uploaded (and still in `ids` / `weights`).
     uploaded: Option<usize>,
+    /// Whether the last run's path read the expert bounds back to the host.
+    read_back: bool,
 }
 
 impl Prefill {
@@ -142,6 +145,7 @@ impl Prefill {
                 .collect::<Result<_>>()?,
             plan,
             uploaded: None,
+            read_back: false,
         })
     }
 
@@ -276,9 +280,10 @@ impl Prefill {
         // ScatterParams describes; ids come from moe_route or a checked routing.
         unsafe { scatter::launch(gpu, sp)? };
         self.record(gpu, 2)?;
-        // 3. tiles: bounds back to the host, the path's work list up.
-        let bounds = gpu.download(&self.bounds)?;
-        self.plan.prepare(gpu, &bounds)?;
+        // 3. tiles: the path's work list (on the device, or from the bounds read back).
+        let mut bounds = Bounds::new(&self.bounds, n_rows);
+        self.plan.prepare(gpu, &mut bounds)?;
+        self.read_back = bounds.read_back();
         self.record(gpu, 3)?;
         // 4. the expert path, between the scatter and the combine.
         let io = ExpertIo {
@@ -348,6 +353,12 @@ impl Prefill {
     pub fn describe(&self) -> String {
         self.plan.describe()
     }
+
+    /// Whether the last run read the expert bounds back to the host (a synchronisation inside
+    /// the layer) rather than building its work list on the device.
+    pub fn read_back(&self) -> bool {
+        self.read_back
+    }
 }
 
 #[cfg(test)]
@@ -360,7 +371,7 @@ mod tests {
             names: vec![
                 "route",
                 "scatter",
-                "tiles (host)",
+                "tiles",
                 "gate_up",
                 "swiglu_quant",
                 "down",

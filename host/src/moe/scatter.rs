@@ -3,7 +3,7 @@
 
 use cudarc::driver::{LaunchConfig, PushKernelArg};
 use gpu::layout::{
-    MAX_EXPERTS, QUANT_BLOCK_THREADS, SCATTER_CHUNK, SCATTER_COUNT_THREADS,
+    CTA_SCAN_SMEM, MAX_EXPERTS, QUANT_BLOCK_THREADS, SCATTER_CHUNK, SCATTER_COUNT_THREADS,
     SCATTER_OFFSETS_THREADS, SCATTER_PLACE_THREADS, ScatterParams, scatter_place_smem,
 };
 
@@ -68,7 +68,7 @@ pub unsafe fn launch(gpu: &Gpu, p: ScatterParams) -> Result<()> {
         let cfg = LaunchConfig {
             grid_dim: (1, 1, 1),
             block_dim: (SCATTER_OFFSETS_THREADS as u32, 1, 1),
-            shared_mem_bytes: smem,
+            shared_mem_bytes: CTA_SCAN_SMEM as u32,
         };
         // SAFETY: with no tokens the kernel only writes n_experts + 1 bounds.
         unsafe {
@@ -97,7 +97,11 @@ pub unsafe fn launch(gpu: &Gpu, p: ScatterParams) -> Result<()> {
             .op("launch moe_scatter_count")?;
         s.launch_builder(&k.moe_scatter_offsets)
             .arg(&arg)
-            .launch(cfg((1, 1, 1), SCATTER_OFFSETS_THREADS as u32, smem))
+            .launch(cfg(
+                (1, 1, 1),
+                SCATTER_OFFSETS_THREADS as u32,
+                CTA_SCAN_SMEM as u32,
+            ))
             .op("launch moe_scatter_offsets")?;
         s.launch_builder(&k.moe_scatter_place)
             .arg(&arg)

@@ -98,6 +98,21 @@ pub fn check(
     let dx = gpu.upload(&x).expect("upload x");
     for (i, pf) in pfs.iter_mut().enumerate() {
         check_one(gpu, label, i, &s, dev, pf, routing, &want, &dx);
+        // A pipeline builds its work list on the device or reads the bounds back, never both.
+        assert_eq!(
+            pf.read_back(),
+            !pf.describe().contains("built on the device"),
+            "{label} [pipeline {i}]: {}",
+            pf.describe()
+        );
+    }
+    // The MMQ pipelines (pipelined and classic kernels) build it on the device.
+    if host::ptx::has_mma(gpu.info.ptx_arch) {
+        let on_device = pfs.iter().filter(|p| !p.read_back()).count();
+        assert!(
+            on_device >= 2,
+            "{label}: {on_device} pipelines without a read-back"
+        );
     }
 }
 

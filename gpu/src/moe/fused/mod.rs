@@ -58,6 +58,9 @@ fn stage_at(i: u32, total_a: u32, stages_a: u32, stages_b: u32) -> Stage {
 unsafe fn experts<G: WeightBlock, D: WeightBlock, const NT: usize>(p: &FusedParams) {
     // SAFETY: one tile per CTA.
     let tile = unsafe { *(p.tiles as *const MmqTile).add(ctaid_x() as usize) };
+    if tile.n_cols == 0 {
+        return; // a padding tile of a device-built list
+    }
     let sm = FusedSmem::new(G::WTYPE, D::WTYPE, p.ffn as usize, p.stages as usize, NT);
     let base = smem_base();
     let sub_g = fused_sub_steps(G::WTYPE) as u32;

@@ -99,6 +99,9 @@ unsafe fn load_acts(x: u64, n_cols_x: u32, tile: &MmqTile, ks: u32, smem: u32) {
 unsafe fn mmq<B: WeightBlock>(p: &MmqParams) {
     // SAFETY: one tile per CTA along x.
     let tile = unsafe { *(p.tiles as *const MmqTile).add(ctaid_x() as usize) };
+    if tile.n_cols == 0 {
+        return; // a padding tile of a device-built list
+    }
     let row0 = ctaid_y() * MMQ_ROWS as u32;
     let (w, wrow0) = if row0 < p.n_split {
         (p.w0, row0)

@@ -11,7 +11,7 @@ use std::sync::Arc;
 use gpu::layout::WType;
 
 use super::split::Product;
-use super::{ExpertIo, ExpertPlan, Intermediates, rows_per_routed_expert};
+use super::{Bounds, ExpertIo, ExpertPlan, Intermediates, rows_per_routed_expert};
 use crate::device::Gpu;
 use crate::error::{Error, Result};
 use crate::moe::layer::DeviceLayer;
@@ -190,8 +190,8 @@ impl ExpertPlan for AutoPlan {
         self.plans.iter().map(|p| p.max_stages()).max().unwrap_or(0)
     }
 
-    fn prepare(&mut self, gpu: &Gpu, bounds: &[u32]) -> Result<()> {
-        let rows = rows_per_routed_expert(bounds);
+    fn prepare(&mut self, gpu: &Gpu, bounds: &mut Bounds) -> Result<()> {
+        let rows = rows_per_routed_expert(bounds.host(gpu)?);
         let allowed = Allowed {
             fused: self.fused.is_some(),
             ..self.allowed

@@ -11,7 +11,7 @@ use gpu::layout::{
 };
 
 use super::{
-    ExpertIo, ExpertPlan, Intermediates, check_rows, max_tiles, rows_per_routed_expert,
+    Bounds, ExpertIo, ExpertPlan, Intermediates, check_rows, max_tiles, rows_per_routed_expert,
     tiles_from_bounds, upload_tiles,
 };
 use crate::device::{DeviceLimits, Gpu, KArg, dptr};
@@ -200,7 +200,8 @@ impl ExpertPlan for FusedPlan {
         &["experts (fused)"]
     }
 
-    fn prepare(&mut self, gpu: &Gpu, bounds: &[u32]) -> Result<()> {
+    fn prepare(&mut self, gpu: &Gpu, bounds: &mut Bounds) -> Result<()> {
+        let bounds = bounds.host(gpu)?;
         let nts: Vec<usize> = self.widths.iter().map(|w| w.nt).collect();
         let nt = tile_nt(bounds, &nts, self.forced_nt);
         self.chosen = nts.iter().position(|&n| n == nt).unwrap_or(0);

@@ -13,10 +13,15 @@ pub mod auto;
 pub mod fused;
 pub mod mmq;
 pub mod split;
+pub mod tiles;
 pub mod ws;
 
-use crate::device::Gpu;
-use crate::error::{DriverOp, Result};
+pub use tiles::{max_tiles, tiles_from_bounds, upload_tiles};
+
+use cudarc::driver::CudaSlice;
+
+use crate::device::{Gpu, dptr};
+use crate::error::Result;
 use crate::moe::layer::DeviceLayer;
 use crate::moe::path::ExpertPath;
 
@@ -43,6 +48,45 @@ pub struct Intermediates {
     pub hq: Option<Vec<u8>>,
 }
 
+/// The scatter's expert bounds (`[n_experts + 1]`) as a plan's `prepare` sees them: on the
+/// device, and on the host only when a plan asks - reading them back waits for the GPU, the one
+/// synchronisation inside a layer, so a plan that can build its work list on the device does
+/// not ask.
+pub struct Bounds<'a> {
+    dev: &'a CudaSlice<u32>,
+    host: Option<Vec<u32>>,
+    /// Rows of this run (T * top_k).
+    pub n_rows: usize,
+}
+
+impl<'a> Bounds<'a> {
+    pub fn new(dev: &'a CudaSlice<u32>, n_rows: usize) -> Self {
+        Bounds {
+            dev,
+            host: None,
+            n_rows,
+        }
+    }
+
+    /// The device address of the bounds.
+    pub fn device(&self, gpu: &Gpu) -> u64 {
+        dptr(self.dev, &gpu.stream)
+    }
+
+    /// The bounds on the host: read back (waiting for the scatter) at the first call.
+    pub fn host(&mut self, gpu: &Gpu) -> Result<&[u32]> {
+        if self.host.is_none() {
+            self.host = Some(gpu.download(self.dev)?);
+        }
+        Ok(self.host.as_deref().unwrap_or_default())
+    }
+
+    /// Whether a plan read the bounds back.
+    pub fn read_back(&self) -> bool {
+        self.host.is_some()
+    }
+}
+
 /// One expert path's plan for a layer shape and a row capacity.
 pub trait ExpertPlan {
     fn path(&self) -> ExpertPath;
@@ -61,9 +105,9 @@ pub trait ExpertPlan {
     fn max_stages(&self) -> usize {
         self.stages().len()
     }
-    /// Builds the work list from the expert bounds (`[n_experts + 1]`, host copy) and uploads it
-    /// (part of the pipeline's "tiles" stage).
-    fn prepare(&mut self, gpu: &Gpu, bounds: &[u32]) -> Result<()>;
+    /// Builds the work list from the expert bounds: on the device, or on the host from
+    /// [`Bounds::host`] and uploaded (the pipeline's "tiles" stage).
+    fn prepare(&mut self, gpu: &Gpu, bounds: &mut Bounds) -> Result<()>;
     /// Queues the stages; `mark(i)` records the end of stage i.
     fn launch(
         &mut self,
@@ -80,52 +124,6 @@ pub trait ExpertPlan {
     fn intermediates(&self, gpu: &Gpu, n_rows: usize) -> Result<Intermediates>;
     /// Names of scratch buffers written past the last run's extent (guard check).
     fn written_past_end(&self, gpu: &Gpu, byte: u8, n_rows: usize) -> Result<Vec<&'static str>>;
-}
-
-/// The work list of an expert-row path: for each expert, its rows `bounds[e] .. bounds[e + 1]`
-/// in pieces of at most `width`; with `largest_first`, experts with more rows come first (ties
-/// by expert id), so that the longest CTAs start first and the tail is short.
-pub fn tiles_from_bounds(
-    bounds: &[u32],
-    width: usize,
-    largest_first: bool,
-) -> Vec<gpu::layout::MmqTile> {
-    let n_experts = bounds.len().saturating_sub(1);
-    let mut order: Vec<usize> = (0..n_experts).collect();
-    if largest_first {
-        order.sort_by_key(|&e| std::cmp::Reverse(bounds[e + 1].saturating_sub(bounds[e])));
-    }
-    let mut t = Vec::new();
-    for e in order {
-        let (mut c, end) = (bounds[e], bounds[e + 1]);
-        while c < end {
-            let n = (end - c).min(width as u32);
-            t.push(gpu::layout::MmqTile {
-                expert: e as u32,
-                col_start: c,
-                n_cols: n,
-                _pad: 0,
-            });
-            c += n;
-        }
-    }
-    t
-}
-
-/// Uploads a work list into `buf` (`MmqTile` as 4 u32 each); returns its length.
-pub fn upload_tiles(
-    gpu: &Gpu,
-    list: &[gpu::layout::MmqTile],
-    buf: &mut cudarc::driver::CudaSlice<[u32; 4]>,
-) -> Result<usize> {
-    if !list.is_empty() {
-        let raw: Vec<[u32; 4]> = list
-            .iter()
-            .map(|t| [t.expert, t.col_start, t.n_cols, 0])
-            .collect();
-        gpu.stream.memcpy_htod(&raw, buf).op("cuMemcpyHtoD tiles")?;
-    }
-    Ok(list.len())
 }
 
 /// Rows per routed expert of a run (its rows over the experts that have any): what the path
@@ -169,38 +167,16 @@ pub fn check_product(what: &str, n: usize, k: usize, rows: usize) -> Result<()> 
     Ok(())
 }
 
-/// Upper bound of the tile count for `n_rows` rows over `n_experts` experts, `width` per tile.
-pub fn max_tiles(n_rows: usize, n_experts: usize, width: usize) -> usize {
-    n_rows.div_ceil(width) + n_experts
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
-    fn tiles_cover_rows_and_skip_empty_experts() {
-        let bounds = [0u32, 0, 130, 130, 131, 200];
-        let t = tiles_from_bounds(&bounds, 64, false);
-        let want = [
-            (1, 0, 64),
-            (1, 64, 64),
-            (1, 128, 2),
-            (3, 130, 1),
-            (4, 131, 64),
-            (4, 195, 5),
-        ];
-        assert_eq!(t.len(), want.len());
-        for (t, w) in t.iter().zip(want) {
-            assert_eq!((t.expert, t.col_start, t.n_cols), w);
-        }
-        assert!(t.len() <= max_tiles(200, 5, 64));
+    fn products_refuse_shapes_outside_the_kernels() {
         assert!(check_product("x", 1280, 2560, 128).is_ok());
         assert!(check_product("x", 1000, 2560, 128).is_err());
         assert!(check_product("x", 1280, 100, 128).is_err());
-        let big = tiles_from_bounds(&bounds, 32, true);
-        let order: Vec<u32> = big.iter().map(|t| t.expert).collect();
-        assert_eq!(order, [1, 1, 1, 1, 1, 4, 4, 4, 3]);
-        assert_eq!(big.iter().map(|t| t.n_cols).sum::<u32>(), 200);
+        assert!(check_product("x", 0, 2560, 128).is_err());
+        assert!(check_product("x", 1280, 0, 128).is_err());
     }
 }

@@ -14,8 +14,8 @@ use gpu::layout::{
 };
 
 use super::{
-    ExpertIo, ExpertPlan, Intermediates, check_rows, max_tiles, rows_per_routed_expert,
-    tiles_from_bounds, upload_tiles,
+    Bounds, ExpertIo, ExpertPlan, Intermediates, check_rows, max_tiles, rows_per_routed_expert,
+    tiles, tiles_from_bounds, upload_tiles,
 };
 use crate::device::{Gpu, KArg, dptr};
 use crate::error::{DriverOp, Result};
@@ -94,7 +94,11 @@ pub struct SplitPlan {
     choice: SplitChoice,
     ws: WsOptions,
     tiles_mmq: Option<CudaSlice<TileRepr>>,
+    /// MMQ tiles (CTAs along x) of the prepared run; with `mmq_on_device`, the slots of the
+    /// device-built list (its padding included).
     n_mmq: usize,
+    /// The prepared run's MMQ list was built on the device (both products MMQ, fixed).
+    mmq_on_device: bool,
     tiles_ws: Option<CudaSlice<TileRepr>>,
     n_ws: usize,
     ws_tier: usize,
@@ -146,6 +150,7 @@ impl SplitPlan {
             ws: opts.ws,
             tiles_mmq,
             n_mmq: 0,
+            mmq_on_device: false,
             tiles_ws,
             n_ws: 0,
             ws_tier: 0,
@@ -258,7 +263,36 @@ impl ExpertPlan for SplitPlan {
         &["gate_up", "swiglu_quant", "down"]
     }
 
-    fn prepare(&mut self, gpu: &Gpu, bounds: &[u32]) -> Result<()> {
+    fn prepare(&mut self, gpu: &Gpu, bounds: &mut Bounds) -> Result<()> {
+        check_rows("split path", bounds.n_rows, self.cap_rows)?;
+        if let SplitChoice::Fixed(f) = &self.choice
+            && *f == [Product::Mmq; 2]
+        {
+            // MMQ for both products: the tile list is built on the device, no read-back.
+            self.products = *f;
+            let t = self
+                .tiles_mmq
+                .as_mut()
+                .expect("mmq tiles exist when mmq may run");
+            let slots = max_tiles(bounds.n_rows, self.shape.n_experts, MMQ_COLS);
+            // SAFETY: the bounds are the scatter's (n_experts + 1 entries, queued before);
+            // max_tiles of n_rows <= cap_rows fits the buffer (allocated for cap_rows).
+            unsafe {
+                tiles::build_on_device(
+                    gpu,
+                    bounds.device(gpu),
+                    self.shape.n_experts,
+                    MMQ_COLS,
+                    t,
+                    slots,
+                )?
+            };
+            self.n_mmq = slots;
+            self.mmq_on_device = true;
+            return Ok(());
+        }
+        self.mmq_on_device = false;
+        let bounds = bounds.host(gpu)?;
         let rows = rows_per_routed_expert(bounds);
         self.products = match &self.choice {
             SplitChoice::Fixed(f) => *f,
@@ -343,8 +377,14 @@ impl ExpertPlan for SplitPlan {
     fn describe(&self) -> String {
         let one = |p: Product, which: usize| match p {
             Product::Mmq => format!(
-                "mmq ({} tiles of up to {MMQ_COLS} rows x {MMQ_ROWS} features, {} kernel)",
+                "mmq ({}{} tiles of up to {MMQ_COLS} rows x {MMQ_ROWS} features{}, {} kernel)",
+                if self.mmq_on_device { "up to " } else { "" },
                 self.n_mmq,
+                if self.mmq_on_device {
+                    " built on the device"
+                } else {
+                    ""
+                },
                 self.mmq_kernels[which].name()
             ),
             Product::Ws => format!(

@@ -245,6 +245,9 @@ unsafe fn product_nt<B: WeightBlock, const NT: u32>(c: &Cta, j: u32, acc: &mut [
 pub unsafe fn mmq_pipe<B: WeightBlock>(p: &MmqParams) {
     // SAFETY: one tile per CTA along x.
     let tile = unsafe { *(p.tiles as *const MmqTile).add(ctaid_x() as usize) };
+    if tile.n_cols == 0 {
+        return; // a padding tile of a device-built list
+    }
     let row0 = ctaid_y() * MMQ_ROWS as u32;
     let (w, wrow0) = if row0 < p.n_split {
         (p.w0, row0)

@@ -1,0 +1,123 @@
+//! The work list built on the device (`moe_expert_tiles`) equals the host's
+//! (`tiles_from_bounds` in expert order) followed by tiles of no rows, for expert counts below,
+//! at and past one pass of its CTA (1,024), empty experts, one expert holding every row, and
+//! both widths; the slots past `n_slots` stay poisoned. And the scatter with the most experts
+//! and the largest top-k it takes (2,048, top-32: two experts per thread of its prefix sum, a
+//! full 48 KB of shared memory in its placement), through every path.
+
+use super::common::*;
+use gpu::layout::{MAX_EXPERTS, WType};
+use host::moe::expert::{max_tiles, tiles, tiles_from_bounds};
+use host::moe::layer::DeviceLayer;
+use host::problem::MoeShape;
+use host::rng::Rng;
+use host::synth::{self, Popularity, SyntheticLayer};
+use tests::*;
+
+fn bounds_of(counts: &[u32]) -> Vec<u32> {
+    let mut b = vec![0u32];
+    for &c in counts {
+        b.push(b.last().unwrap() + c);
+    }
+    b
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn device_tile_list_equals_the_hosts() {
+    let gpu = gpu();
+    let mut rng = Rng::new(seed("device_tile_list_equals_the_hosts"));
+    let mut cases: Vec<(String, Vec<u32>)> = Vec::new();
+    for n_experts in [1usize, 37, 512, 1024, 1025, MAX_EXPERTS] {
+        let random: Vec<u32> = (0..n_experts)
+            .map(|_| match rng.below(4) {
+                0 => 0,
+                1 => rng.below(64) as u32 + 1,
+                _ => rng.below(300) as u32,
+            })
+            .collect();
+        cases.push((format!("{n_experts} experts, random rows"), random));
+        let mut one = vec![0u32; n_experts];
+        one[n_experts / 2] = 4113;
+        cases.push((format!("{n_experts} experts, all rows in one"), one));
+        cases.push((format!("{n_experts} experts, no rows"), vec![0; n_experts]));
+        cases.push((
+            format!("{n_experts} experts, 65 rows each"),
+            vec![65; n_experts],
+        ));
+    }
+    for (label, counts) in &cases {
+        let bounds = bounds_of(counts);
+        let n_rows = *bounds.last().unwrap() as usize;
+        let dev_bounds = gpu.upload(&bounds).expect("upload bounds");
+        for width in [32usize, 64] {
+            let slots = max_tiles(n_rows, counts.len(), width);
+            let mut buf = gpu
+                .alloc_filled::<[u32; 4]>(slots + GUARD, POISON)
+                .expect("tile buffer");
+            // SAFETY: dev_bounds holds counts.len() + 1 non-decreasing entries.
+            unsafe {
+                tiles::build_on_device(
+                    &gpu,
+                    host::device::dptr(&dev_bounds, &gpu.stream),
+                    counts.len(),
+                    width,
+                    &mut buf,
+                    slots,
+                )
+                .expect("moe_expert_tiles")
+            };
+            let got = gpu.download(&buf).expect("download tiles");
+            let list = tiles_from_bounds(&bounds, width, false);
+            assert!(
+                list.len() <= slots,
+                "{label}: {} tiles > {slots}",
+                list.len()
+            );
+            let mut want: Vec<[u32; 4]> = list.iter().map(tiles::tile_repr).collect();
+            want.resize(slots, [0; 4]);
+            want.resize(slots + GUARD, [u32::from_ne_bytes([POISON; 4]); 4]);
+            if let Some(i) = (0..got.len()).find(|&i| got[i] != want[i]) {
+                panic!(
+                    "{label}, width {width}: slot {i} of {slots} is {:?}, want {:?} ({} tiles)",
+                    got[i],
+                    want[i],
+                    list.len()
+                );
+            }
+        }
+    }
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn most_experts_largest_top_k() {
+    let gpu = gpu();
+    let sd = seed("most_experts_largest_top_k");
+    let s = MoeShape {
+        n_experts: MAX_EXPERTS,
+        top_k: 32,
+        hidden: 256,
+        ffn: 128,
+        gate_up_type: WType::Q2_0,
+        down_type: WType::Q2_0,
+    };
+    let layer = SyntheticLayer::new(s, false, sd).expect("layer");
+    let dev = DeviceLayer::upload(&gpu, &layer.weights(), &s).expect("upload");
+    let mut pfs = pipelines(&gpu, &s, 300);
+    for (t, pop) in [
+        (300, Popularity::Uniform),
+        (37, Popularity::Skewed { sigma: 1.0 }),
+    ] {
+        let r = synth::routing(t, s.n_experts, s.top_k, pop, sd ^ t as u64);
+        check(
+            &gpu,
+            &format!("{} experts top-{} T = {t}", s.n_experts, s.top_k),
+            &layer,
+            &dev,
+            &mut pfs,
+            &r,
+            sd ^ 7,
+        );
+    }
+}
