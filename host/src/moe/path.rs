@@ -212,11 +212,16 @@ pub fn plan_tuned(
         None
     };
     let pair = (s.gate_up_type, s.down_type);
+    let constant = auto::constant(&tuning, pair.0, pair.1, ok);
     let split: Option<Box<dyn ExpertPlan>> = if !ok.mmq && !ok.ws {
         None
     } else {
         let products = if !ok.mmq {
             SplitChoice::Fixed([Product::Ws; 2])
+        } else if let Some(d) = &constant {
+            // The table's products at every row count: a fixed split (MMQ for both builds its
+            // tile list on the device).
+            SplitChoice::Fixed(d.products)
         } else if ok.ws {
             let t = tuning.clone();
             // The same decision auto's prepare() makes for the run (auto::decide is pure).
@@ -234,7 +239,9 @@ pub fn plan_tuned(
             SplitOptions::from_env()?,
         )?))
     };
-    Ok(Box::new(AutoPlan::new(fused, split, tuning, pair, ok)?))
+    Ok(Box::new(AutoPlan::new(
+        fused, split, tuning, pair, ok, constant,
+    )?))
 }
 
 #[cfg(test)]

@@ -4,7 +4,8 @@
 //! the table lacks takes the built-in rule: MMQ for both products (on the H200 the pipelined
 //! MMQ kernels beat the fused path at every measured row count of all 18 pairs,
 //! BENCHMARKS.md). The choice is made from the expert bounds of the run (in the
-//! pipeline's "tiles" stage) and never changes bytes.
+//! pipeline's "tiles" stage) and never changes bytes; where the table makes the same choice at
+//! every row count (the built-in table does, for every pair), no bounds are read back.
 
 use std::sync::Arc;
 
@@ -114,6 +115,28 @@ pub fn summary(tuning: &Tuning, g: WType, d: WType, allowed: Allowed) -> String 
     format!("{} rows per routed expert", parts.join(", "))
 }
 
+/// The decision of every row count, where the table makes the same one at all of them (the
+/// built-in H200 table does for every pair: MMQ for both products): then a run needs no expert
+/// bounds to choose, and auto reads none back.
+pub fn constant(tuning: &Tuning, g: WType, d: WType, allowed: Allowed) -> Option<Decision> {
+    let first = decide(tuning, g, d, 1, allowed);
+    let last = tuning.table.max_rows(g, d) + 1;
+    if (2..=last).any(|rows| {
+        let x = decide(tuning, g, d, rows, allowed);
+        (x.fused, x.products) != (first.fused, first.products)
+    }) {
+        return None;
+    }
+    Some(Decision {
+        why: format!(
+            "{} at every row count (table: {})",
+            first.label(),
+            tuning.source
+        ),
+        ..first
+    })
+}
+
 /// The fused plan (where eligible) and a split plan whose products follow the table; one runs
 /// per call.
 pub struct AutoPlan {
@@ -126,18 +149,22 @@ pub struct AutoPlan {
     tuning: Arc<Tuning>,
     pair: (WType, WType),
     allowed: Allowed,
+    /// The table's decision where it is the same at every row count ([`constant`]).
+    constant: Option<Decision>,
     why: String,
 }
 
 impl AutoPlan {
-    /// `split` must pick its products per run with [`decide`] on the same table (path.rs builds
-    /// both); `allowed`: what may run (its `fused` is ignored: `fused` says it).
+    /// `split` must pick its products per run with [`decide`] on the same table, or take those
+    /// of [`constant`] where that is given (path.rs builds both); `allowed`: what may run (its
+    /// `fused` is ignored: `fused` says it).
     pub fn new(
         fused: Option<Box<dyn ExpertPlan>>,
         split: Option<Box<dyn ExpertPlan>>,
         tuning: Arc<Tuning>,
         pair: (WType, WType),
         allowed: Allowed,
+        constant: Option<Decision>,
     ) -> Result<Self> {
         let mut plans = Vec::new();
         let mut add = |p: Option<Box<dyn ExpertPlan>>| {
@@ -160,6 +187,7 @@ impl AutoPlan {
             tuning,
             pair,
             allowed,
+            constant,
             why: "no run yet".into(),
         })
     }
@@ -191,6 +219,12 @@ impl ExpertPlan for AutoPlan {
     }
 
     fn prepare(&mut self, gpu: &Gpu, bounds: &mut Bounds) -> Result<()> {
+        if let Some(d) = &self.constant {
+            let want = if d.fused { self.fused } else { self.split };
+            self.chosen = want.or(self.split).or(self.fused).unwrap_or(0);
+            self.why = d.why.clone();
+            return self.plans[self.chosen].prepare(gpu, bounds);
+        }
         let rows = rows_per_routed_expert(bounds.host(gpu)?);
         let allowed = Allowed {
             fused: self.fused.is_some(),
@@ -379,5 +413,23 @@ mod tests {
             "mmq at 10 rows per routed expert: 1.089 ms vs fused 1.331 ms (table: built-in \
              NVIDIA H200)"
         );
+        // So every pair's choice is constant: auto reads no expert bounds back.
+        let c = constant(&t, IQ, Q2, ALL).expect("constant");
+        assert_eq!((c.fused, c.products), (false, [Product::Mmq; 2]));
+        assert_eq!(
+            c.why,
+            "mmq at every row count (table: built-in NVIDIA H200)"
+        );
+    }
+
+    #[test]
+    fn a_choice_that_varies_with_the_rows_is_not_constant() {
+        let t = tuning();
+        // Q2_0/Q2_0 changes with the rows in the test table; IQ2_XXS/Q2_0 is not in it.
+        assert!(summary(&t, Q2, Q2, ALL).contains(", "));
+        assert_eq!(constant(&t, Q2, Q2, ALL), None);
+        let c = constant(&t, IQ, Q2, ALL).expect("built-in rule");
+        assert_eq!(c.label(), "mmq");
+        assert_eq!(c.why, "mmq at every row count (table: test table)");
     }
 }
