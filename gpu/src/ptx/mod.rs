@@ -312,6 +312,10 @@ pub unsafe fn ld_nc_v4_u32(p: *const u32) -> [u32; 4] {
 
 /// `shfl.sync.up.b32 d, v, delta, 0, 0xffffffff` [9.7.9.6]: the value of lane `lane - delta`
 /// (a lane below `delta` gets its own). All 32 lanes must take part.
+///
+/// Not `pure`: a pure asm block may be sunk into the branch that uses its result (a scan's
+/// `if lane >= delta`), where the lanes outside the branch would not take part and the warp
+/// hangs (seen: LLVM did so).
 #[inline(always)]
 pub fn shfl_up_u32(v: u32, delta: u32) -> u32 {
     let r: u32;
@@ -322,7 +326,7 @@ pub fn shfl_up_u32(v: u32, delta: u32) -> u32 {
             r = out(reg32) r,
             v = in(reg32) v,
             d = in(reg32) delta,
-            options(pure, nomem, nostack)
+            options(nostack)
         );
     }
     r
