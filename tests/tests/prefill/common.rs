@@ -106,14 +106,6 @@ pub fn check(
             pf.describe()
         );
     }
-    // The MMQ pipelines (pipelined and classic kernels) build it on the device.
-    if host::ptx::has_mma(gpu.info.ptx_arch) {
-        let on_device = pfs.iter().filter(|p| !p.read_back()).count();
-        assert!(
-            on_device >= 2,
-            "{label}: {on_device} pipelines without a read-back"
-        );
-    }
 }
 
 #[allow(clippy::too_many_arguments)]

@@ -119,5 +119,10 @@ fn most_experts_largest_top_k() {
             &r,
             sd ^ 7,
         );
+        // The MMQ pipelines (pipelined and classic kernels) build their list on the device.
+        if host::ptx::has_mma(gpu.info.ptx_arch) {
+            let on_device = pfs.iter().filter(|p| !p.read_back()).count();
+            assert!(on_device >= 2, "{on_device} pipelines without a read-back");
+        }
     }
 }
