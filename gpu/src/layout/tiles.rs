@@ -208,8 +208,9 @@ pub const SCATTER_CHUNK: usize = 256;
 pub const SCATTER_COUNT_THREADS: usize = SCATTER_CHUNK;
 /// Threads of the single `moe_scatter_offsets` CTA (prefix sums over experts x chunks).
 pub const SCATTER_OFFSETS_THREADS: usize = 1024;
-/// Threads of a `moe_scatter_place` CTA: one warp walks its chunk's tokens 32 at a time.
-pub const SCATTER_PLACE_THREADS: usize = 32;
+/// Threads of a `moe_scatter_place` CTA: all stage the chunk's ids and counters, then one warp
+/// walks its tokens 32 at a time.
+pub const SCATTER_PLACE_THREADS: usize = 256;
 /// Shared memory of a CTA prefix sum (`moe_scatter_offsets`, `moe_expert_tiles`): one u32 per
 /// warp of up to 1,024 threads.
 pub const CTA_SCAN_SMEM: usize = 4 * 32;
