@@ -8,11 +8,13 @@
 //!    (a CTA prefix sum, moe/scan.rs); `chunk_counts` becomes the first compact row of each
 //!    (chunk, expert).
 //! 3. `moe_scatter_place`: CTA of 256 threads per chunk; its threads copy the chunk's expert ids
-//!    and row counters into shared memory (8 loads in flight each), then one warp ranks the rows
-//!    in shared memory (each staged id becomes its row) and all threads write them out. The
-//!    ranking walks the tokens 32 at a time, a lane per token (`place_rank_warp`). Within an
-//!    expert, rows follow token order (as ggml's `mm_ids_helper`). Writes `row_token`,
-//!    `row_dst` (token * top_k + slot) and `row_of` (its inverse).
+//!    and row counters into shared memory (8 loads in flight each), then one warp walks its
+//!    tokens 32 at a time, a lane per token: each lane
+//!    sets its token's bit in the mask of each of its experts, then a row's place is the
+//!    expert's counter plus the group's earlier tokens of that expert (the mask's lower bits),
+//!    and the group's last token of an expert advances its counter. Within an expert, rows
+//!    follow token order (as ggml's `mm_ids_helper`). Writes `row_token`, `row_dst`
+//!    (token * top_k + slot) and `row_of` (its inverse).
 //! 4. `moe_scatter_quantize`: CTA per token, 8 warps over the 128-value chunks of its row:
 //!    quantizes the token's activations to q8_1 D4 once and writes them to every row the token
 //!    was routed to.
@@ -190,50 +192,11 @@ pub unsafe extern "ptx-kernel" fn moe_scatter_place(p: ScatterParams) {
         i += 8 * SCATTER_PLACE_THREADS as u32;
     }
     sync_threads();
-    // One warp ranks the chunk's rows (in token order), in shared memory only: each (token,
-    // slot) entry of the staged ids becomes its row. The other warps wait at the barrier below.
-    if tid < 32 {
-        // SAFETY: as the function's (staged ids, counters and masks in shared memory).
-        unsafe { place_rank_warp(&p, counters, masks, ids_s, t0, t1) };
+    // One warp places the chunk's rows (the ranks follow the chunk's token order).
+    if tid >= 32 {
+        return;
     }
-    sync_threads();
-    // All threads write the rows: row_of in order (coalesced), row_token and row_dst at the rows.
-    // (top_k >= 1 by contract; the max makes the division one without a zero check, so no trap.)
-    let top_k = p.top_k.max(1);
-    let mut i = tid;
-    while i < n_ids {
-        // SAFETY: i < n_ids: the entry of token t0 + i / top_k, slot i % top_k, now its row c,
-        // which the offsets place inside the row arrays; first + i is inside row_of.
-        unsafe {
-            let c = ld_shared_u32(ids_s + 4 * i);
-            let src = first + i;
-            *(p.row_of as *mut u32).add(src as usize) = c;
-            *(p.row_token as *mut u32).add(c as usize) = t0 + i / top_k;
-            *(p.row_dst as *mut u32).add(c as usize) = src;
-        }
-        i += SCATTER_PLACE_THREADS as u32;
-    }
-}
-
-/// `moe_scatter_place`'s ranking, one warp, tokens `t0 .. t1` 32 at a time (a lane per token):
-/// each lane sets its token's bit in the mask of each of its experts; a row is the expert's
-/// counter plus the group's earlier tokens of that expert (the mask's lower bits); the group's
-/// last token of an expert advances the counter and clears the mask. Each staged id becomes its
-/// row.
-///
-/// # Safety
-/// The 32 lanes of one warp; `counters` and `masks` hold `n_experts` entries each, `ids_s` the
-/// chunk's `(t1 - t0) * top_k` ids (distinct per token, below n_experts).
-#[inline(always)]
-unsafe fn place_rank_warp(
-    p: &ScatterParams,
-    counters: u32,
-    masks: u32,
-    ids_s: u32,
-    t0: u32,
-    t1: u32,
-) {
-    let lane = lane_id();
+    let lane = tid;
     let below = (1u32 << lane) - 1;
     let mut g = t0;
     while g < t1 {
@@ -241,43 +204,47 @@ unsafe fn place_rank_warp(
         // same expert (distinct experts per token: a token is one bit of an expert's mask).
         let t = g + lane;
         let live = t < t1;
-        let slot = |s: u32| ids_s + 4 * ((t - t0) * p.top_k + s);
+        let id = |s: u32| {
+            // SAFETY: token t < t1 of the chunk, s < top_k: staged above.
+            unsafe { ld_shared_u32(ids_s + 4 * ((t - t0) * p.top_k + s)) }
+        };
         if live {
             for s in 0..p.top_k {
-                // SAFETY: the staged id < n_experts: inside the masks.
-                unsafe { red_or_shared_u32(masks + 4 * ld_shared_u32(slot(s)), 1 << lane) };
+                // SAFETY: id(s) < n_experts: inside the masks.
+                unsafe { red_or_shared_u32(masks + 4 * id(s), 1 << lane) };
             }
         }
         sync_warp();
-        // Bit s: this lane holds the group's last token of slot s's expert (its row is set in
-        // the next phase, where the id is still needed).
+        // Bit s: this lane holds the group's last token of slot s's expert.
         let mut last = 0u32;
         if live {
             for s in 0..p.top_k {
-                // SAFETY: e < n_experts; the slot is this lane's token's (no other lane's).
+                let e = id(s);
+                let src = t * p.top_k + s;
+                // SAFETY: e < n_experts; the expert's row is inside the row arrays (the offsets
+                // count exactly the rows placed); src is inside row_of.
                 unsafe {
-                    let e = ld_shared_u32(slot(s));
                     let m = ld_shared_u32(masks + 4 * e);
+                    let c = ld_shared_u32(counters + 4 * e) + (m & below).count_ones();
+                    *(p.row_token as *mut u32).add(c as usize) = t;
+                    *(p.row_dst as *mut u32).add(c as usize) = src;
+                    *(p.row_of as *mut u32).add(src as usize) = c;
                     if m >> lane == 1 {
                         last |= 1 << s;
-                    } else {
-                        let c = ld_shared_u32(counters + 4 * e) + (m & below).count_ones();
-                        st_shared_u32(slot(s), c);
                     }
                 }
             }
         }
         sync_warp();
-        // The last token of each expert takes its row, advances the counter past the group and
-        // clears the mask (no other lane touches that expert's entries in this phase).
+        // The last token of each expert advances its counter past the group and clears the
+        // mask (no other lane touches that expert's entries in this phase).
         for s in 0..p.top_k {
             if last >> s & 1 != 0 {
-                // SAFETY: e < n_experts; the slot is this lane's token's.
+                let e = id(s);
+                // SAFETY: e < n_experts.
                 unsafe {
-                    let e = ld_shared_u32(slot(s));
                     let m = ld_shared_u32(masks + 4 * e);
                     let c = ld_shared_u32(counters + 4 * e);
-                    st_shared_u32(slot(s), c + (m & below).count_ones());
                     st_shared_u32(counters + 4 * e, c + m.count_ones());
                     st_shared_u32(masks + 4 * e, 0);
                 }
