@@ -208,65 +208,31 @@ pub unsafe extern "ptx-kernel" fn moe_scatter_place(p: ScatterParams) {
             // SAFETY: token t < t1 of the chunk, s < top_k: staged above.
             unsafe { ld_shared_u32(ids_s + 4 * ((t - t0) * p.top_k + s)) }
         };
-        // Slots 8 at a time, each phase's shared loads of a batch issued before their uses (a
-        // rolled loop waits a load's latency per slot, twice).
         if live {
-            let mut s0 = 0;
-            while s0 < p.top_k {
-                let mut e = [0u32; 8];
-                unroll!(j in [0, 1, 2, 3, 4, 5, 6, 7] {
-                    if s0 + (j as u32) < p.top_k {
-                        e[j] = id(s0 + j as u32);
-                    }
-                });
-                unroll!(j in [0, 1, 2, 3, 4, 5, 6, 7] {
-                    if s0 + (j as u32) < p.top_k {
-                        // SAFETY: e[j] < n_experts: inside the masks.
-                        unsafe { red_or_shared_u32(masks + 4 * e[j], 1 << lane) };
-                    }
-                });
-                s0 += 8;
+            for s in 0..p.top_k {
+                // SAFETY: id(s) < n_experts: inside the masks.
+                unsafe { red_or_shared_u32(masks + 4 * id(s), 1 << lane) };
             }
         }
         sync_warp();
         // Bit s: this lane holds the group's last token of slot s's expert.
         let mut last = 0u32;
         if live {
-            let mut s0 = 0;
-            while s0 < p.top_k {
-                let (mut e, mut m, mut c) = ([0u32; 8], [0u32; 8], [0u32; 8]);
-                unroll!(j in [0, 1, 2, 3, 4, 5, 6, 7] {
-                    if s0 + (j as u32) < p.top_k {
-                        e[j] = id(s0 + j as u32);
+            for s in 0..p.top_k {
+                let e = id(s);
+                let src = t * p.top_k + s;
+                // SAFETY: e < n_experts; the expert's row is inside the row arrays (the offsets
+                // count exactly the rows placed); src is inside row_of.
+                unsafe {
+                    let m = ld_shared_u32(masks + 4 * e);
+                    let c = ld_shared_u32(counters + 4 * e) + (m & below).count_ones();
+                    *(p.row_token as *mut u32).add(c as usize) = t;
+                    *(p.row_dst as *mut u32).add(c as usize) = src;
+                    *(p.row_of as *mut u32).add(src as usize) = c;
+                    if m >> lane == 1 {
+                        last |= 1 << s;
                     }
-                });
-                unroll!(j in [0, 1, 2, 3, 4, 5, 6, 7] {
-                    if s0 + (j as u32) < p.top_k {
-                        // SAFETY: e[j] < n_experts.
-                        unsafe {
-                            m[j] = ld_shared_u32(masks + 4 * e[j]);
-                            c[j] = ld_shared_u32(counters + 4 * e[j]);
-                        }
-                    }
-                });
-                unroll!(j in [0, 1, 2, 3, 4, 5, 6, 7] {
-                    let s = s0 + j as u32;
-                    if s < p.top_k {
-                        let src = t * p.top_k + s;
-                        let row = c[j] + (m[j] & below).count_ones();
-                        // SAFETY: the expert's row is inside the row arrays (the offsets count
-                        // exactly the rows placed); src is inside row_of.
-                        unsafe {
-                            *(p.row_token as *mut u32).add(row as usize) = t;
-                            *(p.row_dst as *mut u32).add(row as usize) = src;
-                            *(p.row_of as *mut u32).add(src as usize) = row;
-                        }
-                        if m[j] >> lane == 1 {
-                            last |= 1 << s;
-                        }
-                    }
-                });
-                s0 += 8;
+                }
             }
         }
         sync_warp();
