@@ -208,8 +208,10 @@ pub const SCATTER_CHUNK: usize = 256;
 pub const SCATTER_COUNT_THREADS: usize = SCATTER_CHUNK;
 /// Threads of the single `moe_scatter_offsets` CTA (prefix sums over experts x chunks).
 pub const SCATTER_OFFSETS_THREADS: usize = 1024;
-/// Threads of a `moe_scatter_place` CTA: all stage the chunk's ids and counters, then one warp
-/// walks its tokens 32 at a time.
+/// Tokens of one `moe_scatter_place` CTA: one warp's group, a lane per token.
+pub const SCATTER_PLACE_TOKENS: usize = 32;
+/// Threads of a `moe_scatter_place` CTA: all stage its counters (its chunk's, advanced past the
+/// chunk's earlier tokens) and ids, then one warp places its group's rows.
 pub const SCATTER_PLACE_THREADS: usize = 256;
 /// Shared memory of a CTA prefix sum (`moe_scatter_offsets`, `moe_expert_tiles`): one u32 per
 /// warp of up to 1,024 threads.
@@ -218,13 +220,15 @@ pub const CTA_SCAN_SMEM: usize = 4 * 32;
 pub const EXPERT_TILES_THREADS: usize = 1024;
 
 /// Dynamic shared memory of a `moe_scatter_place` CTA: its per-expert row counters, the
-/// per-expert masks of a 32-token group, then the expert ids of its chunk's
-/// `SCATTER_CHUNK x top_k` slots (at most 48 KB: 2,048 experts, top-32).
+/// per-expert masks of its group, then the expert ids of its `SCATTER_PLACE_TOKENS x top_k`
+/// slots (at most 20 KB: 2,048 experts, top-32).
 pub const fn scatter_place_smem(n_experts: usize, top_k: usize) -> usize {
-    8 * n_experts + 4 * SCATTER_CHUNK * top_k
+    8 * n_experts + 4 * SCATTER_PLACE_TOKENS * top_k
 }
-// Within the 48 KB a kernel gets without opting in, for every shape the scatter accepts.
+// Within the 48 KB a kernel gets without opting in, for every shape the scatter accepts; a
+// chunk is a whole number of groups.
 const _: () = assert!(scatter_place_smem(MAX_EXPERTS, 32) <= 48 * 1024);
+const _: () = assert!(SCATTER_CHUNK.is_multiple_of(SCATTER_PLACE_TOKENS));
 /// Output values (threads) of one `moe_combine` CTA along the hidden size.
 pub const COMBINE_THREADS: usize = 256;
 /// Largest expert count the scatter and route kernels support.

@@ -7,9 +7,10 @@
 //!    (chunk counts read 8 at a time); `expert_bounds` = exclusive scan of the per-expert totals
 //!    (a CTA prefix sum, moe/scan.rs); `chunk_counts` becomes the first compact row of each
 //!    (chunk, expert).
-//! 3. `moe_scatter_place`: CTA of 256 threads per chunk; its threads copy the chunk's expert ids
-//!    and row counters into shared memory (8 loads in flight each), then one warp walks its
-//!    tokens 32 at a time, a lane per token: each lane
+//! 3. `moe_scatter_place`: CTA of 256 threads per group of 32 tokens (`SCATTER_PLACE_TOKENS`);
+//!    its threads load the chunk's row counters into shared memory, advance them past the
+//!    chunk's tokens before the group (shared atomic counts, 8 loads in flight each) and stage
+//!    the group's ids; then one warp places the group, a lane per token: each lane
 //!    sets its token's bit in the mask of each of its experts, then a row's place is the
 //!    expert's counter plus the group's earlier tokens of that expert (the mask's lower bits),
 //!    and the group's last token of an expert advances its counter. Within an expert, rows
@@ -21,7 +22,7 @@
 
 use crate::layout::{
     BlockQ8_1Mmq, MMQ_BLOCK_VALUES, QUANT_WARPS, SCATTER_CHUNK, SCATTER_COUNT_THREADS,
-    SCATTER_OFFSETS_THREADS, SCATTER_PLACE_THREADS, ScatterParams, padded_k,
+    SCATTER_OFFSETS_THREADS, SCATTER_PLACE_THREADS, SCATTER_PLACE_TOKENS, ScatterParams, padded_k,
 };
 use crate::moe::q8_1::{quantize_x4, store_x4};
 use crate::moe::scan::cta_exclusive_scan;
@@ -147,14 +148,18 @@ pub unsafe extern "ptx-kernel" fn moe_scatter_offsets(p: ScatterParams) {
 /// # Safety
 /// Buffers as `layout::ScatterParams`, after steps 1-2; each token's ids distinct and below
 /// n_experts, top_k <= 32; `layout::scatter_place_smem(n_experts, top_k)` bytes of dynamic
-/// shared memory; grid `ceil(n_tokens / 256)` CTAs of `SCATTER_PLACE_THREADS` threads.
+/// shared memory; grid `ceil(n_tokens / SCATTER_PLACE_TOKENS)` CTAs of `SCATTER_PLACE_THREADS`
+/// threads.
 #[unsafe(no_mangle)]
 pub unsafe extern "ptx-kernel" fn moe_scatter_place(p: ScatterParams) {
     let counters = smem_base();
     let masks = counters + 4 * p.n_experts;
     let ids_s = masks + 4 * p.n_experts;
     let tid = tid_x();
-    let chunk = ctaid_x();
+    let t0 = ctaid_x() * SCATTER_PLACE_TOKENS as u32;
+    let t1 = (t0 + SCATTER_PLACE_TOKENS as u32).min(p.n_tokens);
+    let chunk = t0 / SCATTER_CHUNK as u32;
+    let ids = p.ids as *const u32;
     let mut e = tid;
     while e < p.n_experts {
         // SAFETY: (chunk, e) is inside chunk_counts; e < n_experts.
@@ -167,32 +172,40 @@ pub unsafe extern "ptx-kernel" fn moe_scatter_place(p: ScatterParams) {
         }
         e += SCATTER_PLACE_THREADS as u32;
     }
-    let t0 = chunk * SCATTER_CHUNK as u32;
-    let t1 = (t0 + SCATTER_CHUNK as u32).min(p.n_tokens);
-    let first = t0 * p.top_k;
-    // The chunk's ids, 8 loads in flight per thread (a load's latency per 8 ids, not per id).
-    let n_ids = (t1 - t0) * p.top_k;
-    let mut i = tid;
-    while i < n_ids {
+    sync_threads();
+    // The counters advance past the chunk's tokens before this group (their order does not
+    // matter: counts), 8 loads in flight per thread.
+    let before0 = chunk * SCATTER_CHUNK as u32 * p.top_k;
+    let before1 = t0 * p.top_k;
+    let mut i = before0 + tid;
+    while i < before1 {
         let mut v = [0u32; 8];
         unroll!(j in [0, 1, 2, 3, 4, 5, 6, 7] {
             let ij = i + (j * SCATTER_PLACE_THREADS) as u32;
-            if ij < n_ids {
-                // SAFETY: slot first + ij is inside ids (token < t1 <= n_tokens).
-                v[j] = unsafe { *(p.ids as *const u32).add((first + ij) as usize) };
+            if ij < before1 {
+                // SAFETY: slot ij is inside ids (its token is below t0 < n_tokens).
+                v[j] = unsafe { *ids.add(ij as usize) };
             }
         });
         unroll!(j in [0, 1, 2, 3, 4, 5, 6, 7] {
-            let ij = i + (j * SCATTER_PLACE_THREADS) as u32;
-            if ij < n_ids {
-                // SAFETY: ij < 256 top_k: inside the ids area of shared memory.
-                unsafe { st_shared_u32(ids_s + 4 * ij, v[j]) };
+            if i + ((j * SCATTER_PLACE_THREADS) as u32) < before1 {
+                // SAFETY: v[j] < n_experts: inside the counters.
+                unsafe { atomic_add_shared_u32(counters + 4 * v[j], 1) };
             }
         });
         i += 8 * SCATTER_PLACE_THREADS as u32;
     }
+    // The group's ids (at most 32 * 32: 4 per thread).
+    let n_ids = (t1 - t0) * p.top_k;
+    let mut i = tid;
+    while i < n_ids {
+        // SAFETY: slot before1 + i is inside ids (token < t1 <= n_tokens); i < 32 top_k: inside
+        // the ids area of shared memory.
+        unsafe { st_shared_u32(ids_s + 4 * i, *ids.add((before1 + i) as usize)) };
+        i += SCATTER_PLACE_THREADS as u32;
+    }
     sync_threads();
-    // One warp places the chunk's rows (the ranks follow the chunk's token order).
+    // One warp places the group's rows.
     if tid >= 32 {
         return;
     }

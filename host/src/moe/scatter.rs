@@ -4,7 +4,8 @@
 use cudarc::driver::{LaunchConfig, PushKernelArg};
 use gpu::layout::{
     CTA_SCAN_SMEM, MAX_EXPERTS, QUANT_BLOCK_THREADS, SCATTER_CHUNK, SCATTER_COUNT_THREADS,
-    SCATTER_OFFSETS_THREADS, SCATTER_PLACE_THREADS, ScatterParams, scatter_place_smem,
+    SCATTER_OFFSETS_THREADS, SCATTER_PLACE_THREADS, SCATTER_PLACE_TOKENS, ScatterParams,
+    scatter_place_smem,
 };
 
 use crate::device::{Gpu, KArg};
@@ -106,7 +107,11 @@ pub unsafe fn launch(gpu: &Gpu, p: ScatterParams) -> Result<()> {
         s.launch_builder(&k.moe_scatter_place)
             .arg(&arg)
             .launch(cfg(
-                (n_chunks as u32, 1, 1),
+                (
+                    (p.n_tokens as usize).div_ceil(SCATTER_PLACE_TOKENS) as u32,
+                    1,
+                    1,
+                ),
                 SCATTER_PLACE_THREADS as u32,
                 scatter_place_smem(p.n_experts as usize, p.top_k as usize) as u32,
             ))
