@@ -205,7 +205,26 @@ fn assemble_sm60(ptxas: &Path, name: &str, ptx: &str) -> (bool, String) {
     let _ = std::fs::remove_file(&out);
     let text =
         String::from_utf8_lossy(&run.stderr).into_owned() + &String::from_utf8_lossy(&run.stdout);
+    // A ptxas without sm_60 (CUDA 13.x) says so for any input: not a finding about our PTX.
+    assert!(
+        !text.contains("is not defined for option 'gpu-name'"),
+        "{} ({}) has no sm_60: set MOE_PTXAS to the ptxas of a CUDA 12.x toolkit\n{text}",
+        ptxas.display(),
+        ptxas_version(ptxas)
+    );
     (run.status.success(), text)
+}
+
+/// The last line of `ptxas --version` (its release), or why there is none.
+fn ptxas_version(ptxas: &Path) -> String {
+    match Command::new(ptxas).arg("--version").output() {
+        Ok(o) => String::from_utf8_lossy(&o.stdout)
+            .lines()
+            .last()
+            .unwrap_or("no version line")
+            .to_string(),
+        Err(e) => format!("--version failed: {e}"),
+    }
 }
 
 #[test]
