@@ -229,6 +229,8 @@ pub const fn scatter_place_smem(n_experts: usize, top_k: usize) -> usize {
 // chunk is a whole number of groups.
 const _: () = assert!(scatter_place_smem(MAX_EXPERTS, 32) <= 48 * 1024);
 const _: () = assert!(SCATTER_CHUNK.is_multiple_of(SCATTER_PLACE_TOKENS));
+// A group's tokens are one warp's lanes (a bit each in a u32 mask).
+const _: () = assert!(SCATTER_PLACE_TOKENS <= 32);
 /// Output values (threads) of one `moe_combine` CTA along the hidden size.
 pub const COMBINE_THREADS: usize = 256;
 /// Largest expert count the scatter and route kernels support.

@@ -12,8 +12,8 @@
 //!    chunk's tokens before the group (shared atomic counts, 8 loads in flight each) and stage
 //!    the group's ids; then one warp places the group, a lane per token: each lane
 //!    sets its token's bit in the mask of each of its experts, then a row's place is the
-//!    expert's counter plus the group's earlier tokens of that expert (the mask's lower bits),
-//!    and the group's last token of an expert advances its counter. Within an expert, rows
+//!    expert's counter plus the group's earlier tokens of that expert (the mask's lower bits).
+//!    Within an expert, rows
 //!    follow token order (as ggml's `mm_ids_helper`). Writes `row_token`, `row_dst`
 //!    (token * top_k + slot) and `row_of` (its inverse).
 //! 4. `moe_scatter_quantize`: CTA per token, 8 warps over the 128-value chunks of its row:
@@ -209,62 +209,38 @@ pub unsafe extern "ptx-kernel" fn moe_scatter_place(p: ScatterParams) {
     if tid >= 32 {
         return;
     }
+    // Lane l takes token t0 + l: its rows follow those of the group's earlier tokens of the
+    // same expert (distinct experts per token: a token is one bit of an expert's mask). A CTA
+    // holds one group, so no counter advances past it.
     let lane = tid;
     let below = (1u32 << lane) - 1;
-    let mut g = t0;
-    while g < t1 {
-        // Lane l takes token g + l: its rows follow those of the group's earlier tokens of the
-        // same expert (distinct experts per token: a token is one bit of an expert's mask).
-        let t = g + lane;
-        let live = t < t1;
-        let id = |s: u32| {
-            // SAFETY: token t < t1 of the chunk, s < top_k: staged above.
-            unsafe { ld_shared_u32(ids_s + 4 * ((t - t0) * p.top_k + s)) }
-        };
-        if live {
-            for s in 0..p.top_k {
-                // SAFETY: id(s) < n_experts: inside the masks.
-                unsafe { red_or_shared_u32(masks + 4 * id(s), 1 << lane) };
-            }
-        }
-        sync_warp();
-        // Bit s: this lane holds the group's last token of slot s's expert.
-        let mut last = 0u32;
-        if live {
-            for s in 0..p.top_k {
-                let e = id(s);
-                let src = t * p.top_k + s;
-                // SAFETY: e < n_experts; the expert's row is inside the row arrays (the offsets
-                // count exactly the rows placed); src is inside row_of.
-                unsafe {
-                    let m = ld_shared_u32(masks + 4 * e);
-                    let c = ld_shared_u32(counters + 4 * e) + (m & below).count_ones();
-                    *(p.row_token as *mut u32).add(c as usize) = t;
-                    *(p.row_dst as *mut u32).add(c as usize) = src;
-                    *(p.row_of as *mut u32).add(src as usize) = c;
-                    if m >> lane == 1 {
-                        last |= 1 << s;
-                    }
-                }
-            }
-        }
-        sync_warp();
-        // The last token of each expert advances its counter past the group and clears the
-        // mask (no other lane touches that expert's entries in this phase).
+    let t = t0 + lane;
+    let live = t < t1;
+    let id = |s: u32| {
+        // SAFETY: token t < t1 of the group, s < top_k: staged above.
+        unsafe { ld_shared_u32(ids_s + 4 * ((t - t0) * p.top_k + s)) }
+    };
+    if live {
         for s in 0..p.top_k {
-            if last >> s & 1 != 0 {
-                let e = id(s);
-                // SAFETY: e < n_experts.
-                unsafe {
-                    let m = ld_shared_u32(masks + 4 * e);
-                    let c = ld_shared_u32(counters + 4 * e);
-                    st_shared_u32(counters + 4 * e, c + m.count_ones());
-                    st_shared_u32(masks + 4 * e, 0);
-                }
+            // SAFETY: id(s) < n_experts: inside the masks.
+            unsafe { red_or_shared_u32(masks + 4 * id(s), 1 << lane) };
+        }
+    }
+    sync_warp();
+    if live {
+        for s in 0..p.top_k {
+            let e = id(s);
+            let src = t * p.top_k + s;
+            // SAFETY: e < n_experts; the expert's row is inside the row arrays (the offsets
+            // count exactly the rows placed); src is inside row_of.
+            unsafe {
+                let m = ld_shared_u32(masks + 4 * e);
+                let c = ld_shared_u32(counters + 4 * e) + (m & below).count_ones();
+                *(p.row_token as *mut u32).add(c as usize) = t;
+                *(p.row_dst as *mut u32).add(c as usize) = src;
+                *(p.row_of as *mut u32).add(src as usize) = c;
             }
         }
-        sync_warp();
-        g += 32;
     }
 }
 
