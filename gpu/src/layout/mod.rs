@@ -15,9 +15,11 @@ macro_rules! host_pod {
 }
 
 mod blocks;
+mod mmq_pipe;
 mod params;
 mod tiles;
 
 pub use blocks::*;
+pub use mmq_pipe::*;
 pub use params::*;
 pub use tiles::*;

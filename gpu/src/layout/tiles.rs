@@ -36,11 +36,19 @@ const SWIGLU_QUANT_CAP: (&str, u32) = ("moe_swiglu_quant", 40);
 /// IQ2_S kernels without it (and moves by 10 or more with small source changes); at 128 none
 /// spills (ptxas -v, sm_75 to sm_90).
 pub const MMQ_PIPE_MAX_REGISTERS: u32 = 128;
+/// The register cap of the narrow pipelined MMQ kernels: three CTAs of [`MMQ_THREADS`] per SM
+/// (where their shared memory, `MMQ_NARROW_SMEM_BUDGET`, allows three) need at most 85, and
+/// registers are allocated 8 at a time per thread. At 80 none spills (ptxas -v, sm_90).
+pub const MMQ_NARROW_MAX_REGISTERS: u32 = 80;
 
 macro_rules! mma_register_caps {
-    ($(($w:ident, $b:ident, $gu:ident, $dn:ident, $f:ident, $fw:ident, $pipe:ident
-        $(, $rest:ident)*)),* $(,)?) => {
-        &[SWIGLU_QUANT_CAP, $((stringify!($pipe), MMQ_PIPE_MAX_REGISTERS)),*]
+    ($(($w:ident, $b:ident, $gu:ident, $dn:ident, $f:ident, $fw:ident, $pipe:ident,
+        $narrow:ident $(, $rest:ident)*)),* $(,)?) => {
+        &[
+            SWIGLU_QUANT_CAP,
+            $((stringify!($pipe), MMQ_PIPE_MAX_REGISTERS),
+            (stringify!($narrow), MMQ_NARROW_MAX_REGISTERS)),*
+        ]
     };
 }
 
@@ -69,126 +77,6 @@ pub const MMQ_SMEM_SCALES: usize = MMQ_ROWS * 8 * 4;
 pub const MMQ_SMEM_B: usize = MMQ_COLS * MMQ_SMEM_ROW;
 pub const MMQ_SMEM_BYTES: usize = MMQ_SMEM_A + MMQ_SMEM_SCALES + MMQ_SMEM_B;
 const _: () = assert!(MMQ_SMEM_BYTES <= 48 * 1024);
-
-/// Shared-memory budget of one pipelined MMQ CTA (gpu/src/moe/mmq/pipe/mod.rs): two CTAs per SM
-/// on sm_90 (228 KB per SM, of which the driver reserves 1 KB per CTA). The copy lead of each
-/// weight type is the longest that fits it ([`MmqPipeSmem`]).
-pub const MMQ_PIPE_SMEM_BUDGET: usize = 113 * 1024;
-/// The longest copy lead of the pipelined MMQ kernel, in K steps.
-pub const MMQ_PIPE_MAX_LEAD: usize = 4;
-/// Bytes of one activation buffer of the pipelined MMQ kernel (one K step's D4 blocks).
-pub const MMQ_PIPE_ACTS: usize = MMQ_COLS * Q8_1_MMQ_BYTES;
-/// Bytes of one `mbarrier` (the pipelined kernel's per-step transaction barrier on sm_90).
-pub const MMQ_PIPE_BAR_BYTES: usize = 8;
-/// Threads that arrive on a pipelined K step's barrier (sm_90): the one that copies the step's
-/// activation blocks.
-pub const MMQ_PIPE_BAR_ARRIVALS: usize = 1;
-
-/// Where tile row `r` keeps its scale: a lane of warp row `wm` needs rows
-/// `32 wm + 16 mt + 8 h + g` (mt, h in 0..2) for its two 16-row fragments, so they sit side by
-/// side at `32 wm + 4 g + 2 mt + h` (one 16-byte load).
-pub const fn mmq_pipe_row_slot(r: usize) -> usize {
-    (r & !31) | ((r & 7) << 2) | (((r >> 4) & 1) << 1) | ((r >> 3) & 1)
-}
-
-/// Where tile column `c` keeps its activation scale: a lane of warp column `wn` needs columns
-/// `32 wn + 8 nt + 2 t + j` (nt in 0..4, j in 0..2), kept at `32 wn + 8 t + 2 nt + j` (two
-/// 16-byte loads).
-pub const fn mmq_pipe_col_slot(c: usize) -> usize {
-    (c & !31) | (((c >> 1) & 3) << 3) | (((c >> 3) & 3) << 1) | (c & 1)
-}
-
-/// The shared-memory layout of a pipelined MMQ CTA for weight type `w` (byte offsets).
-///
-/// The copies run `lead` K steps ahead: K step s (its activation blocks, and its raw weight
-/// stage when s starts one) is issued in iteration `s - 1 - lead`, and waited for at the top of
-/// iteration `s - 1`, whose end decodes it. Its buffers are free by the time it is issued with
-/// `lead + 2` activation buffers (a step's blocks are read by its decode and, one iteration
-/// later, by its product) and `ceil(lead / sub) + 1` weight buffers (a stage is read only by
-/// its decodes):
-/// - `nw` raw weight stages of `MMQ_ROWS` x `slot` bytes (the rows' 16-byte windows, `sub(w)`
-///   K steps each), from offset 0;
-/// - `na` activation buffers of [`MMQ_PIPE_ACTS`] bytes at `acts`;
-/// - two decoded tiles of `tile_bytes` at `tiles`, each the int8 weights `[128][144]`, the
-///   weight scales `[4 groups][halves][128]` f32 (rows permuted by [`mmq_pipe_row_slot`]; two
-///   halves for the 16-value scale types) at `wscales`, and the activation scales
-///   `[4 groups][64]` f32 (columns permuted by [`mmq_pipe_col_slot`]) at `xscales`;
-/// - `na` transaction barriers (8 bytes each) at `bars`, one per activation buffer: on sm_90
-///   a K step's activation blocks are one bulk copy that completes on its buffer's barrier
-///   (gpu/src/moe/mmq/pipe/copy.rs).
-///
-/// `lead` is 0 when not even a one-step lead fits the budget (the host then runs the classic
-/// kernel; no type needs that today).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct MmqPipeSmem {
-    pub slot: usize,
-    pub lead: usize,
-    pub nw: usize,
-    pub na: usize,
-    pub acts: usize,
-    pub tiles: usize,
-    pub tile_bytes: usize,
-    /// Offsets inside a decoded tile.
-    pub wscales: usize,
-    pub xscales: usize,
-    pub bars: usize,
-    pub total: usize,
-}
-
-impl MmqPipeSmem {
-    pub const fn new(w: WType) -> MmqPipeSmem {
-        let halves = if w.scale_values() == 16 { 2 } else { 1 };
-        let wscales = MMQ_SMEM_A;
-        let xscales = wscales + 4 * halves * MMQ_ROWS * 4;
-        let tile_bytes = xscales + 4 * MMQ_COLS * 4;
-        let window = fused_slot_bytes(w);
-        let odd = odd_slot_bytes(window);
-        // The odd slot (fewer bank conflicts in the decode) unless it shortens the lead.
-        let slot = if Self::lead_for(w, odd, tile_bytes) >= Self::lead_for(w, window, tile_bytes) {
-            odd
-        } else {
-            window
-        };
-        let lead = Self::lead_for(w, slot, tile_bytes);
-        let (nw, na) = Self::buffers(w, lead);
-        let acts = nw * MMQ_ROWS * slot;
-        let tiles = acts + na * MMQ_PIPE_ACTS;
-        let bars = tiles + 2 * tile_bytes;
-        MmqPipeSmem {
-            slot,
-            lead,
-            nw,
-            na,
-            acts,
-            tiles,
-            tile_bytes,
-            wscales,
-            xscales,
-            bars,
-            total: bars + na * MMQ_PIPE_BAR_BYTES,
-        }
-    }
-
-    /// Weight and activation buffers for a lead of `lead` K steps (see the type's doc).
-    pub const fn buffers(w: WType, lead: usize) -> (usize, usize) {
-        (lead.div_ceil(fused_sub_steps(w)) + 1, lead + 2)
-    }
-
-    const fn lead_for(w: WType, slot: usize, tile_bytes: usize) -> usize {
-        let mut lead = MMQ_PIPE_MAX_LEAD;
-        while lead > 0 {
-            let (nw, na) = Self::buffers(w, lead);
-            let bars = na * MMQ_PIPE_BAR_BYTES;
-            if nw * MMQ_ROWS * slot + na * MMQ_PIPE_ACTS + 2 * tile_bytes + bars
-                <= MMQ_PIPE_SMEM_BUDGET
-            {
-                return lead;
-            }
-            lead -= 1;
-        }
-        0
-    }
-}
 
 /// `bytes` (a multiple of 16) rounded up to an odd number of 16-byte pieces: rows that far
 /// apart fall on 8 different bank offsets, so a decoder reading 16 rows per warp conflicts at
@@ -344,69 +232,4 @@ pub const fn ws_smem_bytes(cols: usize) -> usize {
 /// Offset of the activation scales in a weight-stationary CTA's shared memory.
 pub const fn ws_scales_offset(cols: usize) -> usize {
     cols / 2 * MMQ_KSTEP * 4
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    const TYPES: [WType; 8] = [
-        WType::Q8_0,
-        WType::Q2_0,
-        WType::Iq4Nl,
-        WType::Iq2Xxs,
-        WType::Iq2Xs,
-        WType::Iq2S,
-        WType::Iq3Xxs,
-        WType::Iq3S,
-    ];
-
-    #[test]
-    fn mmq_pipe_layout_fits_its_budget() {
-        for w in TYPES {
-            let sm = MmqPipeSmem::new(w);
-            assert!((1..=MMQ_PIPE_MAX_LEAD).contains(&sm.lead), "{w:?}: {sm:?}");
-            assert!(sm.total <= MMQ_PIPE_SMEM_BUDGET, "{w:?}: {sm:?}");
-            // The buffers the lead needs (MmqPipeSmem's doc), each slot the row's window.
-            assert_eq!((sm.nw, sm.na), MmqPipeSmem::buffers(w, sm.lead));
-            assert_eq!(sm.na, sm.lead + 2);
-            assert!(sm.nw * fused_sub_steps(w) > sm.lead);
-            assert!(sm.slot >= fused_slot_bytes(w) && sm.slot.is_multiple_of(16));
-            assert_eq!(sm.acts, sm.nw * MMQ_ROWS * sm.slot);
-            assert_eq!(sm.tiles, sm.acts + sm.na * MMQ_PIPE_ACTS);
-            assert_eq!(sm.bars, sm.tiles + 2 * sm.tile_bytes);
-            assert!(sm.bars.is_multiple_of(MMQ_PIPE_BAR_BYTES));
-            assert_eq!(sm.total, sm.bars + sm.na * MMQ_PIPE_BAR_BYTES);
-            assert!(sm.tiles.is_multiple_of(16) && sm.tile_bytes.is_multiple_of(16));
-            // Two CTAs per SM on sm_90 (228 KB, 1 KB reserved per CTA).
-            assert!(2 * (sm.total + 1024) <= 228 * 1024, "{w:?}");
-        }
-        // The lead of the main pairs' gate/up types.
-        let lead = |w| MmqPipeSmem::new(w).lead;
-        assert_eq!(lead(WType::Q2_0), 2);
-        assert_eq!(lead(WType::Iq2Xxs), 2);
-        assert_eq!(lead(WType::Iq3S), 2);
-        assert_eq!(lead(WType::Iq2S), 2);
-    }
-
-    #[test]
-    fn mmq_pipe_scale_slots_are_permutations() {
-        let mut rows = [false; MMQ_ROWS];
-        for r in 0..MMQ_ROWS {
-            let s = mmq_pipe_row_slot(r);
-            assert!(!rows[s]);
-            rows[s] = true;
-            // A lane's four rows (mt, h) sit side by side, 16-byte aligned.
-            let (wm, mt, h, g) = (r / 32, (r / 16) % 2, (r / 8) % 2, r % 8);
-            assert_eq!(s, 32 * wm + 4 * g + 2 * mt + h);
-        }
-        let mut cols = [false; MMQ_COLS];
-        for c in 0..MMQ_COLS {
-            let s = mmq_pipe_col_slot(c);
-            assert!(!cols[s]);
-            cols[s] = true;
-            let (wn, nt, t, j) = (c / 32, (c / 8) % 4, (c / 2) % 4, c % 2);
-            assert_eq!(s, 32 * wn + 8 * t + 2 * nt + j);
-        }
-    }
 }

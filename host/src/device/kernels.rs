@@ -71,6 +71,8 @@ pub struct FormatKernels {
     fused_wide: Option<CudaFunction>,
     /// `moe_mmq_pipe_<wtype>`: the pipelined MMQ product (either product)
     mmq_pipe: Option<CudaFunction>,
+    /// `moe_mmq_narrow_<wtype>`: its narrow shape (16-row tiles)
+    mmq_narrow: Option<CudaFunction>,
     /// `moe_ws_<wtype>_c16`, `_c32`, `_c64`: the weight-stationary product for each tier of
     /// `gpu::layout::WS_COLS` (either product).
     pub ws: [CudaFunction; 3],
@@ -84,11 +86,12 @@ pub struct FormatKernels {
 }
 
 /// Kernels per weight format.
-pub const FORMAT_KERNELS: usize = 10;
+pub const FORMAT_KERNELS: usize = 11;
 /// The first `MMA_KERNELS` of a format's kernels (`format_kernel_names`) are its tensor-core
-/// ones (MMQ gate/up and down, fused, fused_wide and the pipelined MMQ), absent below
+/// ones (MMQ gate/up and down, fused, fused_wide and the pipelined MMQ, wide and narrow),
+/// absent below
 /// [`ptx::MMA_MIN_ARCH`].
-pub const MMA_KERNELS: usize = 5;
+pub const MMA_KERNELS: usize = 6;
 
 impl FormatKernels {
     /// `moe_gate_up_<wtype>_mmq`; `Error::Unsupported` when the loaded module has none.
@@ -118,6 +121,16 @@ impl FormatKernels {
         Ok((self.tensor_core(&self.mmq_pipe, PIPE)?, self.names[PIPE]))
     }
 
+    /// `moe_mmq_narrow_<wtype>` with its name; `Error::Unsupported` when the loaded module has
+    /// none.
+    pub fn mmq_narrow(&self) -> Result<(&CudaFunction, &'static str)> {
+        const NARROW: usize = 5;
+        Ok((
+            self.tensor_core(&self.mmq_narrow, NARROW)?,
+            self.names[NARROW],
+        ))
+    }
+
     /// The weight-stationary kernel of tier `tier` (index into `gpu::layout::WS_COLS`), or its
     /// `_fast` form where `fast` is `Some(i)` (index into `gpu::layout::WS_FAST_COLS`), with its
     /// name.
@@ -144,11 +157,12 @@ impl FormatKernels {
 
 macro_rules! format_table {
     ($(($w:ident, $b:ident, $gate_up:ident, $down:ident, $fused:ident, $wide:ident,
-        $pipe:ident, $c16:ident, $c32:ident, $c64:ident, $fast16:ident, $fast32:ident)),* $(,)?) => {
+        $pipe:ident, $narrow:ident, $c16:ident, $c32:ident, $c64:ident, $fast16:ident, $fast32:ident)),* $(,)?) => {
         /// Names of the per-format kernels, in list order.
         const FORMAT_KERNEL_NAMES: &[&str] = &[$(
             stringify!($gate_up), stringify!($down), stringify!($fused), stringify!($wide),
-            stringify!($pipe), stringify!($c16), stringify!($c32), stringify!($c64), stringify!($fast16),
+            stringify!($pipe), stringify!($narrow), stringify!($c16), stringify!($c32), stringify!($c64),
+            stringify!($fast16),
             stringify!($fast32)
         ),*];
 
@@ -157,7 +171,8 @@ macro_rules! format_table {
             match w {
                 $(WType::$w => [
                     stringify!($gate_up), stringify!($down), stringify!($fused), stringify!($wide),
-                    stringify!($pipe), stringify!($c16), stringify!($c32), stringify!($c64),
+                    stringify!($pipe), stringify!($narrow), stringify!($c16), stringify!($c32),
+                    stringify!($c64),
                     stringify!($fast16), stringify!($fast32)
                 ],)*
             }
@@ -179,6 +194,7 @@ macro_rules! format_table {
                 fused: mma(stringify!($fused))?,
                 fused_wide: mma(stringify!($wide))?,
                 mmq_pipe: mma(stringify!($pipe))?,
+                mmq_narrow: mma(stringify!($narrow))?,
                 ws: [
                     load(module, stringify!($c16))?,
                     load(module, stringify!($c32))?,
@@ -247,7 +263,8 @@ mod tests {
                 "moe_down_q2_0_mmq",
                 "moe_experts_q2_0_fused",
                 "moe_experts_q2_0_fused_wide",
-                "moe_mmq_pipe_q2_0"
+                "moe_mmq_pipe_q2_0",
+                "moe_mmq_narrow_q2_0"
             ]
         );
         assert_eq!(

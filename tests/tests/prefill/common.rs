@@ -43,8 +43,8 @@ pub fn split_pipeline(
 
 /// One pipeline per expert path that can run `s` here (MMQ and weight-stationary always; fused
 /// where eligible), the weight-stationary path with WS_FAST, the MMQ path on its classic kernel
-/// (the plain MMQ pipeline runs the pipelined one where it fits, as on every GPU we test on), and
-/// one that chooses per run (`auto`).
+/// (the plain MMQ pipeline runs the pipelined one where it fits, as on every GPU we test on) and
+/// on narrow tiles at every row count, and one that chooses per run (`auto`).
 pub fn pipelines(gpu: &Gpu, s: &MoeShape, cap: usize) -> Vec<Prefill> {
     let mut pfs: Vec<Prefill> = ExpertPath::ALL
         .into_iter()
@@ -72,6 +72,18 @@ pub fn pipelines(gpu: &Gpu, s: &MoeShape, cap: usize) -> Vec<Prefill> {
             classic.describe()
         );
         pfs.push(classic);
+        // Narrow tiles at every row count (the default takes them at few rows per expert).
+        let o = SplitOptions {
+            ws: WsOptions::default(),
+            mmq: MmqChoice::Narrow,
+        };
+        let narrow = split_pipeline(gpu, s, cap, [Product::Mmq; 2], o);
+        assert!(
+            narrow.describe().contains("narrow kernel"),
+            "{}",
+            narrow.describe()
+        );
+        pfs.push(narrow);
     }
     pfs.push(Prefill::new(gpu, s, cap, PathChoice::Auto).expect("auto pipeline"));
     if host::ptx::has_mma(gpu.info.ptx_arch) {

@@ -12,7 +12,8 @@
 //! Shared memory: `layout::MMQ_SMEM_BYTES` (31,744 bytes): weight tile `[128][144 B]`, weight
 //! scales `[128][8] f32`, activation tile `[64][144 B]` (whole D4 blocks).
 //! Launcher: host/src/moe/expert/split.rs. The pipelined form of this kernel (the same bytes,
-//! copies and decode overlapped with the products) is in pipe/ (mod.rs; its copies in copy.rs).
+//! copies and decode overlapped with the products; a wide and a narrow shape) is in pipe/
+//! (mod.rs; its copies in copy.rs).
 
 mod pipe;
 
@@ -21,7 +22,8 @@ use crate::layout::{
     BlockIq2S, BlockIq2Xs, BlockIq2Xxs, BlockIq3S, BlockIq3Xxs, BlockIq4Nl, BlockQ2_0, BlockQ8_0,
 };
 use crate::layout::{
-    MMQ_KSTEP, MMQ_ROWS, MMQ_SMEM_A, MMQ_SMEM_ROW, MMQ_SMEM_SCALES, MMQ_THREADS, MmqParams, MmqTile,
+    MMQ_KSTEP, MMQ_ROWS, MMQ_SMEM_A, MMQ_SMEM_ROW, MMQ_SMEM_SCALES, MMQ_THREADS, MmqParams,
+    MmqPipeShape, MmqTile,
 };
 use crate::ptx::{
     ctaid_x, ctaid_y, ld_nc_v4_u32, ld_shared_f32, ldmatrix_x4, mma_m16n8k16_s8, mma_m16n8k32_s8,
@@ -175,27 +177,36 @@ unsafe fn mmq<B: WeightBlock>(p: &MmqParams) {
         sync_threads();
     }
     // SAFETY: the kernel's contract.
-    unsafe { store(p, &tile, row0, &acc) };
+    unsafe { store(p, &tile, row0, &acc, MmqPipeShape::Wide) };
 }
 
-/// Writes a CTA's accumulators (`acc[mt][nt][i]` at tile row `32 wm + 16 mt + g + 8 (i / 2)`,
-/// column `32 wn + 8 nt + 2 t + i % 2`) to the output rows of the tile's live columns.
+/// Writes a CTA's accumulators (`acc[mt][nt][i]` at tile row `16 MT wm + 16 mt + g + 8 (i / 2)`,
+/// column `8 NT wn + 8 nt + 2 t + i % 2`, MT and NT the shape's; the classic kernel's shape is
+/// the wide one) to the output rows of the tile's live columns.
 ///
 /// # Safety
 /// `p.out` (through `p.out_rows` when given) has a row of `n >= row0 + 128` values for every
 /// column of the tile.
 #[inline(always)]
-unsafe fn store(p: &MmqParams, tile: &MmqTile, row0: u32, acc: &[[[f32; 4]; 4]; 2]) {
+unsafe fn store(
+    p: &MmqParams,
+    tile: &MmqTile,
+    row0: u32,
+    acc: &[[[f32; 4]; 4]; 2],
+    shape: MmqPipeShape,
+) {
     let lane = tid_x() % 32;
     let warp = tid_x() / 32;
-    let (wm, wn) = (warp % 4, warp / 4);
+    let warps_m = shape.warps_m() as u32;
+    let (wm, wn) = (warp % warps_m, warp / warps_m);
+    let (mts, nts) = (shape.mt() as u32, shape.nt() as u32);
     let (gr, tc) = (lane / 4, lane % 4);
     unroll!(mt in [0, 1] {
         unroll!(nt in [0, 1, 2, 3] {
             unroll!(i in [0, 1, 2, 3] {
-                let row = wm * 32 + mt as u32 * 16 + gr + 8 * (i as u32 / 2);
-                let col = wn * 32 + nt as u32 * 8 + 2 * tc + (i as u32 % 2);
-                if col < tile.n_cols {
+                let row = wm * 16 * mts + mt as u32 * 16 + gr + 8 * (i as u32 / 2);
+                let col = wn * 8 * nts + nt as u32 * 8 + 2 * tc + (i as u32 % 2);
+                if (mt as u32) < mts && (nt as u32) < nts && col < tile.n_cols {
                     let c = tile.col_start + col;
                     // SAFETY: c is a row of the activation buffer; out_rows (when given) has
                     // one entry per row; the output row holds n >= row0 + 128 values.
@@ -212,7 +223,7 @@ unsafe fn store(p: &MmqParams, tile: &MmqTile, row0: u32, acc: &[[[f32; 4]; 4]; 
 
 macro_rules! mmq_kernels {
     ($(($w:ident, $b:ident, $gate_up:ident, $down:ident, $fused:ident, $wide:ident,
-        $pipe:ident $(, $rest:ident)*)),* $(,)?) => {$(
+        $pipe:ident, $narrow:ident $(, $rest:ident)*)),* $(,)?) => {$(
         /// MMQ gate/up product for one weight format; see the module doc.
         ///
         /// # Safety
@@ -241,7 +252,18 @@ macro_rules! mmq_kernels {
         #[unsafe(no_mangle)]
         pub unsafe extern "ptx-kernel" fn $pipe(p: MmqParams) {
             // SAFETY: forwarded contract.
-            unsafe { pipe::mmq_pipe::<$b>(&p) }
+            unsafe { pipe::mmq_pipe::<$b, false>(&p) }
+        }
+
+        /// The narrow pipelined MMQ product (16-row tiles; either product) for one weight
+        /// format; see gpu/src/moe/mmq/pipe/mod.rs.
+        ///
+        /// # Safety
+        /// As `pipe::mmq_pipe`.
+        #[unsafe(no_mangle)]
+        pub unsafe extern "ptx-kernel" fn $narrow(p: MmqParams) {
+            // SAFETY: forwarded contract.
+            unsafe { pipe::mmq_pipe::<$b, true>(&p) }
         }
     )*};
 }

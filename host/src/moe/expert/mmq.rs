@@ -1,21 +1,28 @@
 //! The per-group MMQ products' limits and kernels (gpu/src/moe/mmq/): one CTA per 128 output
-//! features and up to 64 rows of an expert. Two kernels give the same bytes: the classic one
-//! (load, barrier, multiply, barrier; 31 KB of shared memory, every tensor-core GPU) and the
-//! pipelined one (`moe_mmq_pipe_<type>`: `cp.async` copies 1-2 K steps ahead and double-buffered
-//! decode, up to 113 KB), run wherever its shared memory fits. `MOE_MMQ_KERNEL` (or a plan's
-//! [`MmqChoice`]) forces one. The plan that runs them is the split plan (split.rs).
+//! features and up to 64 (narrow: 16) rows of an expert. Three kernels give the same bytes: the
+//! classic one (load, barrier, multiply, barrier; 31 KB of shared memory, every tensor-core
+//! GPU), the pipelined one (`moe_mmq_pipe_<type>`: `cp.async` copies 1-2 K steps ahead and
+//! double-buffered decode, up to 113 KB), run wherever its shared memory fits, and its narrow
+//! shape (`moe_mmq_narrow_<type>`: 16-row tiles, every warp on 16 weight rows, up to 75 KB and
+//! 80 registers so that three CTAs share an SM), run where a layer has few rows per expert
+//! ([`NARROW_MAX_ROWS_PER_EXPERT`]) and the type's narrow layout fits. `MOE_MMQ_KERNEL` (or a
+//! plan's [`MmqChoice`]) forces one. The plan that runs them is the split plan (split.rs).
 
 use cudarc::driver::CudaFunction;
 use cudarc::driver::sys::CUfunction_attribute as FnAttr;
-use gpu::layout::{MMQ_ROWS, MMQ_SMEM_BYTES, MmqPipeSmem, WType};
+use gpu::layout::{
+    MMQ_COLS, MMQ_NARROW_COLS, MMQ_ROWS, MMQ_SMEM_BYTES, MmqPipeShape, MmqPipeSmem, WType,
+};
 
 use super::check_product;
 use crate::device::{DeviceLimits, FormatKernels};
 use crate::error::{DriverOp, Error, Result};
 use crate::problem::MoeShape;
 
-/// Environment variable that forces the MMQ kernel: `classic` or `pipelined`; `auto` or unset
-/// lets the plan choose. Both give the same bytes.
+/// Environment variable that forces the MMQ kernel: `classic`, `pipelined` (wide tiles at every
+/// row count) or `narrow` (narrow tiles at every row count; a type whose narrow layout does not
+/// fit runs the wide kernel over them); `auto` or unset lets the plan choose. All give the same
+/// bytes.
 pub const MMQ_KERNEL_VAR: &str = "MOE_MMQ_KERNEL";
 
 /// Why the MMQ path cannot run this shape, if it cannot.
@@ -24,24 +31,37 @@ pub fn eligible(s: &MoeShape) -> Result<()> {
     check_product("moe_down_mmq", s.hidden, s.ffn, MMQ_ROWS)
 }
 
-/// Which MMQ kernel a plan runs: its choice (`Auto`: the pipelined one where it fits), or a
-/// forced one (tests reach the classic kernel this way on GPUs where the pipelined one fits).
+/// Runs with at most this many rows per expert on average (`n_rows / n_experts`) take narrow
+/// tiles under `MmqChoice::Auto` (T = 512 at the reference shape: 10). Above it an expert's
+/// rows span several narrow tiles, and each decodes the expert's weights again.
+pub const NARROW_MAX_ROWS_PER_EXPERT: usize = 12;
+
+/// Which MMQ kernel a plan runs: its choice (`Auto`: the narrow one at few rows per expert,
+/// else the pipelined one where it fits), or a forced one (tests reach the classic kernel this
+/// way on GPUs where the pipelined one fits).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum MmqChoice {
     #[default]
     Auto,
     Classic,
     Pipelined,
+    Narrow,
 }
 
 impl MmqChoice {
-    pub const ALL: [MmqChoice; 3] = [MmqChoice::Auto, MmqChoice::Classic, MmqChoice::Pipelined];
+    pub const ALL: [MmqChoice; 4] = [
+        MmqChoice::Auto,
+        MmqChoice::Classic,
+        MmqChoice::Pipelined,
+        MmqChoice::Narrow,
+    ];
 
     pub fn name(self) -> &'static str {
         match self {
             MmqChoice::Auto => "auto",
             MmqChoice::Classic => "classic",
             MmqChoice::Pipelined => "pipelined",
+            MmqChoice::Narrow => "narrow",
         }
     }
 
@@ -51,7 +71,7 @@ impl MmqChoice {
             .find(|c| c.name() == s)
             .ok_or_else(|| {
                 Error::Unsupported(format!(
-                    "unknown MMQ kernel `{s}` (expected auto, classic or pipelined)"
+                    "unknown MMQ kernel `{s}` (expected auto, classic, pipelined or narrow)"
                 ))
             })
     }
@@ -73,6 +93,10 @@ pub enum MmqKernel {
     Pipe {
         smem: usize,
     },
+    /// The pipelined kernel's narrow shape (16-row tiles), with its shared-memory bytes.
+    Narrow {
+        smem: usize,
+    },
 }
 
 impl MmqKernel {
@@ -89,24 +113,40 @@ impl MmqKernel {
         }
     }
 
+    /// The narrow kernel where the type's narrow layout has a copy lead and fits this device.
+    pub fn narrow(w: WType, dev: &DeviceLimits) -> Option<MmqKernel> {
+        let sm = MmqPipeSmem::of(w, MmqPipeShape::Narrow);
+        (sm.lead > 0 && sm.total <= dev.max_smem_optin as usize)
+            .then_some(MmqKernel::Narrow { smem: sm.total })
+    }
+
     pub fn smem(self) -> usize {
         match self {
             MmqKernel::Classic => MMQ_SMEM_BYTES,
-            MmqKernel::Pipe { smem } => smem,
+            MmqKernel::Pipe { smem } | MmqKernel::Narrow { smem } => smem,
         }
     }
 
-    /// Opts the pipelined kernel into its shared memory (the classic one needs no opt-in).
-    pub fn prepare(self, k: &FormatKernels) -> Result<()> {
-        if let MmqKernel::Pipe { smem } = self {
-            k.mmq_pipe()?
-                .0
-                .set_attribute(
-                    FnAttr::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-                    smem as i32,
-                )
-                .op("cuFuncSetAttribute (pipelined MMQ kernel shared memory)")?;
+    /// The most activation rows of one tile this kernel takes.
+    pub fn cols(self) -> usize {
+        match self {
+            MmqKernel::Narrow { .. } => MMQ_NARROW_COLS,
+            _ => MMQ_COLS,
         }
+    }
+
+    /// Opts a pipelined kernel into its shared memory (the classic one needs no opt-in).
+    pub fn prepare(self, k: &FormatKernels) -> Result<()> {
+        let (f, smem) = match self {
+            MmqKernel::Classic => return Ok(()),
+            MmqKernel::Pipe { smem } => (k.mmq_pipe()?, smem),
+            MmqKernel::Narrow { smem } => (k.mmq_narrow()?, smem),
+        };
+        f.0.set_attribute(
+            FnAttr::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+            smem as i32,
+        )
+        .op("cuFuncSetAttribute (pipelined MMQ kernel shared memory)")?;
         Ok(())
     }
 
@@ -118,6 +158,7 @@ impl MmqKernel {
     ) -> Result<(&CudaFunction, &'static str)> {
         match self {
             MmqKernel::Pipe { .. } => k.mmq_pipe(),
+            MmqKernel::Narrow { .. } => k.mmq_narrow(),
             MmqKernel::Classic => Ok(if which == 0 {
                 (k.gate_up_mmq()?, k.names[0])
             } else {
@@ -130,6 +171,62 @@ impl MmqKernel {
         match self {
             MmqKernel::Classic => "classic",
             MmqKernel::Pipe { .. } => "pipelined",
+            MmqKernel::Narrow { .. } => "narrow",
+        }
+    }
+}
+
+/// The MMQ kernels of a plan's two products (gate/up, down): at wide tiles, and at narrow ones
+/// where the choice allows and at least one product's narrow layout fits (the other product
+/// then runs its wide kernel over the narrow tiles).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MmqKernels {
+    wide: [MmqKernel; 2],
+    narrow: Option<[MmqKernel; 2]>,
+    choice: MmqChoice,
+}
+
+impl MmqKernels {
+    pub fn new(types: [WType; 2], dev: &DeviceLimits, choice: MmqChoice) -> MmqKernels {
+        let wide = types.map(|w| MmqKernel::choose(w, dev, choice));
+        let narrow = match choice {
+            MmqChoice::Auto | MmqChoice::Narrow => {
+                let n = [0, 1].map(|i| MmqKernel::narrow(types[i], dev).unwrap_or(wide[i]));
+                (n != wide).then_some(n)
+            }
+            MmqChoice::Classic | MmqChoice::Pipelined => None,
+        };
+        MmqKernels {
+            wide,
+            narrow,
+            choice,
+        }
+    }
+
+    /// Every kernel a run may take, each product's in order (for `prepare`).
+    pub fn all(&self) -> impl Iterator<Item = [MmqKernel; 2]> {
+        std::iter::once(self.wide).chain(self.narrow)
+    }
+
+    /// The narrowest tile width a run may take (the tile buffer's width).
+    pub fn min_cols(&self) -> usize {
+        self.all()
+            .flatten()
+            .map(MmqKernel::cols)
+            .min()
+            .unwrap_or(MMQ_COLS)
+    }
+
+    /// The tile width and kernels of a run of `n_rows` rows over `n_experts` experts.
+    pub fn for_run(&self, n_rows: usize, n_experts: usize) -> (usize, [MmqKernel; 2]) {
+        match self.narrow {
+            Some(n)
+                if self.choice == MmqChoice::Narrow
+                    || n_rows <= NARROW_MAX_ROWS_PER_EXPERT * n_experts =>
+            {
+                (MMQ_NARROW_COLS, n)
+            }
+            _ => (MMQ_COLS, self.wide),
         }
     }
 }
@@ -168,6 +265,32 @@ mod tests {
             }
         }
         assert_eq!(MmqKernel::Classic.smem(), MMQ_SMEM_BYTES);
+    }
+
+    #[test]
+    fn narrow_tiles_at_few_rows_per_expert_unless_forced() {
+        let d = dev(227 * 1024);
+        let q2 = [WType::Q2_0, WType::Q2_0];
+        let narrow = [MmqKernel::narrow(WType::Q2_0, &d).unwrap(); 2];
+        assert_eq!(narrow[0].cols(), MMQ_NARROW_COLS);
+        let wide = [MmqKernel::choose(WType::Q2_0, &d, MmqChoice::Auto); 2];
+        let auto = MmqKernels::new(q2, &d, MmqChoice::Auto);
+        let e = 512;
+        let at = NARROW_MAX_ROWS_PER_EXPERT * e;
+        assert_eq!(auto.for_run(at, e), (MMQ_NARROW_COLS, narrow));
+        assert_eq!(auto.for_run(at + 1, e), (MMQ_COLS, wide));
+        assert_eq!(auto.min_cols(), MMQ_NARROW_COLS);
+        let forced = MmqKernels::new(q2, &d, MmqChoice::Narrow);
+        assert_eq!(forced.for_run(100 * e, e), (MMQ_NARROW_COLS, narrow));
+        for c in [MmqChoice::Pipelined, MmqChoice::Classic] {
+            let k = MmqKernels::new(q2, &d, c);
+            assert_eq!(k.for_run(1, e).0, MMQ_COLS, "{c:?}");
+            assert_eq!(k.min_cols(), MMQ_COLS, "{c:?}");
+        }
+        // A device whose shared memory holds no narrow layout: wide tiles at every row count.
+        let small = dev(MMQ_SMEM_BYTES as u32);
+        let k = MmqKernels::new(q2, &small, MmqChoice::Narrow);
+        assert_eq!(k.for_run(1, e), (MMQ_COLS, [MmqKernel::Classic; 2]));
     }
 
     #[test]

@@ -1,7 +1,8 @@
 //! The split paths: gate/up product -> swiglu_quant -> down product, three launches, GU and H
 //! through global memory. Each product runs on the per-group MMQ kernels (gpu/src/moe/mmq/:
 //! one CTA per up to 64 rows of an expert, `mma`; the pipelined kernel where its shared memory
-//! fits - 64- or 32-row tiles, per run - else the classic one, expert/mmq.rs) or on the weight-stationary ones
+//! fits - its narrow shape, 16-row tiles, at few rows per expert - else the classic one,
+//! expert/mmq.rs) or on the weight-stationary ones
 //! (gpu/src/moe/ws.rs: a thread per weight row, integer `mad`, tiers of 16/32/64 rows, largest
 //! expert first). `--path mmq` and `--path ws` fix both products; `--path auto` picks each
 //! product per run (moe/expert/auto.rs). Both kernel families take `MmqParams` and give the
@@ -9,7 +10,7 @@
 
 use cudarc::driver::{CudaFunction, CudaSlice, LaunchConfig, PushKernelArg};
 use gpu::layout::{
-    MMQ_BLOCK_VALUES, MMQ_COLS, MMQ_ROWS, MMQ_THREADS, MmqParams, Q8_1_MMQ_BYTES, WS_COLS, WS_ROWS,
+    MMQ_BLOCK_VALUES, MMQ_ROWS, MMQ_THREADS, MmqParams, Q8_1_MMQ_BYTES, WS_COLS, WS_ROWS,
     WS_THREADS, padded_k, ws_smem_bytes,
 };
 
@@ -19,7 +20,7 @@ use super::{
 };
 use crate::device::{Gpu, KArg, dptr};
 use crate::error::{DriverOp, Result};
-use crate::moe::expert::mmq::{self, MmqChoice, MmqKernel};
+use crate::moe::expert::mmq::{self, MmqChoice, MmqKernel, MmqKernels};
 use crate::moe::expert::ws::{self, WsOptions};
 use crate::moe::layer::DeviceLayer;
 use crate::moe::path::ExpertPath;
@@ -102,8 +103,11 @@ pub struct SplitPlan {
     tiles_ws: Option<CudaSlice<TileRepr>>,
     n_ws: usize,
     ws_tier: usize,
-    /// The MMQ kernel of each product (gate/up, down) where MMQ may run.
+    /// The MMQ kernels the products may run.
+    mmq: MmqKernels,
+    /// The MMQ kernel of each product (gate/up, down) and the tile width of the prepared run.
     mmq_kernels: [MmqKernel; 2],
+    mmq_cols: usize,
     products: [Product; 2],
     gu: CudaSlice<f32>,
     hq: CudaSlice<u8>,
@@ -129,15 +133,17 @@ impl SplitPlan {
                 gpu.alloc_filled(max_tiles(rows, s.n_experts, width), 0xa5)?,
             ))
         };
-        let tiles_mmq = tiles(Product::Mmq, MMQ_COLS)?;
         let dev = gpu.limits();
-        let mmq_kernels =
-            [s.gate_up_type, s.down_type].map(|w| MmqKernel::choose(w, &dev, opts.mmq));
+        let mmq = MmqKernels::new([s.gate_up_type, s.down_type], &dev, opts.mmq);
+        let tiles_mmq = tiles(Product::Mmq, mmq.min_cols())?;
         if tiles_mmq.is_some() {
-            for (k, w) in mmq_kernels.iter().zip([s.gate_up_type, s.down_type]) {
-                k.prepare(gpu.kernels.format(w)?)?;
+            for ks in mmq.all() {
+                for (k, w) in ks.iter().zip([s.gate_up_type, s.down_type]) {
+                    k.prepare(gpu.kernels.format(w)?)?;
+                }
             }
         }
+        let (mmq_cols, mmq_kernels) = mmq.for_run(rows, s.n_experts);
         let tiles_ws = tiles(Product::Ws, WS_COLS[0])?;
         let first = match &choice {
             SplitChoice::Fixed(f) => f[0],
@@ -154,7 +160,9 @@ impl SplitPlan {
             tiles_ws,
             n_ws: 0,
             ws_tier: 0,
+            mmq,
             mmq_kernels,
+            mmq_cols,
             products: [first; 2],
             gu: gpu.alloc_filled(rows * 2 * s.ffn, 0xa5)?,
             hq: gpu.alloc_filled(hq_bytes(s, rows), 0xa5)?,
@@ -166,7 +174,8 @@ impl SplitPlan {
         self.products
     }
 
-    /// The MMQ kernels of the products (gate/up, down) where MMQ runs.
+    /// The MMQ kernels of the products (gate/up, down) where MMQ runs (of the last prepared
+    /// run; before one, of a run of the plan's row capacity).
     pub fn mmq_kernels(&self) -> [MmqKernel; 2] {
         self.mmq_kernels
     }
@@ -265,6 +274,7 @@ impl ExpertPlan for SplitPlan {
 
     fn prepare(&mut self, gpu: &Gpu, bounds: &mut Bounds) -> Result<()> {
         check_rows("split path", bounds.n_rows, self.cap_rows)?;
+        (self.mmq_cols, self.mmq_kernels) = self.mmq.for_run(bounds.n_rows, self.shape.n_experts);
         if let SplitChoice::Fixed(f) = &self.choice
             && *f == [Product::Mmq; 2]
         {
@@ -274,7 +284,7 @@ impl ExpertPlan for SplitPlan {
                 .tiles_mmq
                 .as_mut()
                 .expect("mmq tiles exist when mmq may run");
-            let slots = max_tiles(bounds.n_rows, self.shape.n_experts, MMQ_COLS);
+            let slots = max_tiles(bounds.n_rows, self.shape.n_experts, self.mmq_cols);
             // SAFETY: the bounds are the scatter's (n_experts + 1 entries, queued before);
             // max_tiles of n_rows <= cap_rows fits the buffer (allocated for cap_rows).
             unsafe {
@@ -282,7 +292,7 @@ impl ExpertPlan for SplitPlan {
                     gpu,
                     bounds.device(gpu),
                     self.shape.n_experts,
-                    MMQ_COLS,
+                    self.mmq_cols,
                     t,
                     slots,
                 )?
@@ -301,7 +311,8 @@ impl ExpertPlan for SplitPlan {
         if let Some(t) = self.tiles_mmq.as_mut()
             && self.products.contains(&Product::Mmq)
         {
-            self.n_mmq = upload_tiles(gpu, &tiles_from_bounds(bounds, MMQ_COLS, false), t)?;
+            let list = tiles_from_bounds(bounds, self.mmq_cols, false);
+            self.n_mmq = upload_tiles(gpu, &list, t)?;
         }
         if let Some(t) = self.tiles_ws.as_mut()
             && self.products.contains(&Product::Ws)
@@ -377,9 +388,10 @@ impl ExpertPlan for SplitPlan {
     fn describe(&self) -> String {
         let one = |p: Product, which: usize| match p {
             Product::Mmq => format!(
-                "mmq ({}{} tiles of up to {MMQ_COLS} rows x {MMQ_ROWS} features{}, {} kernel)",
+                "mmq ({}{} tiles of up to {} rows x {MMQ_ROWS} features{}, {} kernel)",
                 if self.mmq_on_device { "up to " } else { "" },
                 self.n_mmq,
+                self.mmq_cols,
                 if self.mmq_on_device {
                     " built on the device"
                 } else {

@@ -24,21 +24,21 @@ mod copy;
 
 use crate::formats::{Shared, WeightBlock};
 use crate::layout::{
-    MMQ_COLS, MMQ_KSTEP, MMQ_PIPE_ACTS, MMQ_ROWS, MMQ_SMEM_ROW, MmqParams, MmqPipeSmem, MmqTile,
-    fused_stage_row_bytes, fused_sub_steps, mmq_pipe_col_slot, mmq_pipe_row_slot,
+    MMQ_KSTEP, MMQ_ROWS, MMQ_SMEM_ROW, MMQ_THREADS, MmqParams, MmqPipeShape, MmqPipeSmem, MmqTile,
+    fused_stage_row_bytes, fused_sub_steps,
 };
 use crate::ptx::{
-    ctaid_x, ctaid_y, ld_shared_f32, ld_shared_v4_u32, ldmatrix_x4, mma_m16n8k16_s8,
-    mma_m16n8k32_s8, smem_base, st_shared_u32, st_shared_v4, sync_threads, tid_x,
+    ctaid_x, ctaid_y, ld_shared_f32, ld_shared_v2_f32, ld_shared_v4_u32, ldmatrix_x4,
+    mma_m16n8k16_s8, mma_m16n8k32_s8, smem_base, st_shared_u32, st_shared_v4, sync_threads, tid_x,
 };
 use crate::quant::{MAGIC, mmq_step_16_magic, mmq_step_32_magic};
 
 const ROW: u32 = MMQ_SMEM_ROW as u32;
-const COLS: u32 = MMQ_COLS as u32;
 
-/// What one CTA works on: its weight rows, tile and shared-memory layout.
+/// What one CTA works on: its weight rows, tile, shape and shared-memory layout.
 struct Cta {
     tile: MmqTile,
+    shape: MmqPipeShape,
     /// Global address of the CTA's first weight row.
     wbase: u64,
     row_bytes: u32,
@@ -55,7 +55,7 @@ impl Cta {
 
     /// The activation blocks of K step `j`.
     fn acts(&self, j: u32) -> u32 {
-        self.base + self.sm.acts as u32 + (j % self.sm.na as u32) * MMQ_PIPE_ACTS as u32
+        self.base + self.sm.acts as u32 + (j % self.sm.na as u32) * self.sm.acts_bytes as u32
     }
 
     fn decoded(&self, step: u32) -> u32 {
@@ -64,8 +64,8 @@ impl Cta {
 }
 
 /// Decodes K step `j` from its raw stage into decoded tile `j % 2`: thread `tid` takes weight
-/// row `tid / 2`, groups `2 (tid % 2)` and `+ 1`, and the activation scale of group `tid / 64`
-/// of column `tid % 64`.
+/// row `tid / 2`, groups `2 (tid % 2)` and `+ 1`, and (the first `4 cols` threads) the
+/// activation scale of group `tid / cols` of column `tid % cols`.
 ///
 /// # Safety
 /// The stage's copies are complete and visible; no warp still reads the decoded tile.
@@ -80,7 +80,7 @@ unsafe fn decode<B: WeightBlock>(c: &Cta, j: u32) {
     let dst = c.decoded(j);
     let bv = B::WTYPE.block_values() as u32;
     let sixteen = B::WTYPE.scale_values() == 16;
-    let rs = mmq_pipe_row_slot(r as usize) as u32;
+    let rs = c.shape.row_slot(r as usize) as u32;
     // Both groups' reads before any store: the loads are `pure`, so a block byte both groups
     // read (their shared `d`) is loaded and converted once.
     let read = |i: u32| {
@@ -111,16 +111,20 @@ unsafe fn decode<B: WeightBlock>(c: &Cta, j: u32) {
     let (q1, s1) = read(1);
     store(0, q0, s0);
     store(1, q1, s1);
-    let (g, col) = (tid / COLS, tid % COLS);
-    // SAFETY: column < 64, group < 4: inside the stage's blocks and the scale array (a column
-    // past the tile's count copies a stale scale that no stored output uses).
-    unsafe {
-        let d = ld_shared_f32(c.acts(j) + col * ROW + g * 4);
-        let slot = mmq_pipe_col_slot(col as usize) as u32;
-        st_shared_u32(
-            dst + c.sm.xscales as u32 + (g * COLS + slot) * 4,
-            d.to_bits(),
-        );
+    let cols = c.shape.cols() as u32;
+    let (g, col) = (tid / cols, tid % cols);
+    // (Every thread in the wide shape: 4 groups x 64 columns.)
+    if c.shape.cols() * 4 >= MMQ_THREADS || g < 4 {
+        // SAFETY: column < cols, group < 4: inside the stage's blocks and the scale array (a
+        // column past the tile's count copies a stale scale that no stored output uses).
+        unsafe {
+            let d = ld_shared_f32(c.acts(j) + col * ROW + g * 4);
+            let slot = c.shape.col_slot(col as usize) as u32;
+            st_shared_u32(
+                dst + c.sm.xscales as u32 + (g * cols + slot) * 4,
+                d.to_bits(),
+            );
+        }
     }
 }
 
@@ -141,18 +145,24 @@ unsafe fn ld4(addr: u32) -> [f32; 4] {
 }
 
 /// The warp's products of K step `j`: decoded tile `j % 2` against the step's activation
-/// blocks, into `acc[mt][nt][i]` (tile row `32 wm + 16 mt + g + 8 (i / 2)`, column
-/// `32 wn + 8 nt + 2 t + i % 2`). 8-column tiles without a live column are skipped: the
-/// warp runs the code for its count of live tiles.
+/// blocks, into `acc[mt][nt][i]` (tile row `16 MT wm + 16 mt + g + 8 (i / 2)`, column
+/// `8 NT wn + 8 nt + 2 t + i % 2`, for the shape's MT fragments and NT tiles). 8-column tiles
+/// without a live column are skipped: the warp runs the code for its count of live tiles.
 ///
 /// # Safety
 /// The decoded tile and the step's activation blocks are written and visible.
 #[inline(always)]
 unsafe fn product<B: WeightBlock>(c: &Cta, j: u32, acc: &mut [[[f32; 4]; 4]; 2]) {
-    let wn = tid_x() / 32 / 4;
+    let nt = c.shape.nt() as u32;
+    let wn = tid_x() / 32 / c.shape.warps_m() as u32;
     // The warp's live 8-column tiles (warp-uniform), each count its own code without per-tile
     // branches (whose convergence ptxas cannot prove: it fences every `mma` after one).
-    let live = c.tile.n_cols.saturating_sub(wn * 32).div_ceil(8);
+    let live = c
+        .tile
+        .n_cols
+        .saturating_sub(wn * 8 * nt)
+        .div_ceil(8)
+        .min(nt);
     // SAFETY: forwarded contract.
     unsafe {
         match live {
@@ -165,7 +175,7 @@ unsafe fn product<B: WeightBlock>(c: &Cta, j: u32, acc: &mut [[[f32; 4]; 4]; 2])
     }
 }
 
-/// [`product`] for a warp with `NT` live 8-column tiles (1 to 4).
+/// [`product`] for a warp with `NT` live 8-column tiles (1 to the shape's count).
 ///
 /// # Safety
 /// As [`product`].
@@ -173,7 +183,10 @@ unsafe fn product<B: WeightBlock>(c: &Cta, j: u32, acc: &mut [[[f32; 4]; 4]; 2])
 unsafe fn product_nt<B: WeightBlock, const NT: u32>(c: &Cta, j: u32, acc: &mut [[[f32; 4]; 4]; 2]) {
     let lane = tid_x() % 32;
     let warp = tid_x() / 32;
-    let (wm, wn) = (warp % 4, warp / 4);
+    let warps_m = c.shape.warps_m() as u32;
+    let (wm, wn) = (warp % warps_m, warp / warps_m);
+    let (mts, nts) = (c.shape.mt() as u32, c.shape.nt() as u32);
+    let cols = c.shape.cols() as u32;
     let (gr, tc) = (lane / 4, lane % 4);
     let live = |nt: u32| nt < NT;
     let sixteen = B::WTYPE.scale_values() == 16;
@@ -181,29 +194,40 @@ unsafe fn product_nt<B: WeightBlock, const NT: u32>(c: &Cta, j: u32, acc: &mut [
     let acts = c.acts(j);
     for g in 0..4u32 {
         // SAFETY: every address is inside the decoded tile or the step's activation blocks
-        // (rows < 128, columns < 64, byte offsets < 144), 16-byte aligned where loaded 16 at a
-        // time or by ldmatrix.
+        // (rows < 128, columns < cols, byte offsets < 144), 16-byte aligned where loaded 16 at
+        // a time or by ldmatrix, 8-byte aligned where loaded 8 at a time.
         unsafe {
             let halves = if sixteen { 2 } else { 1 };
-            let wsc =
-                t + c.sm.wscales as u32 + (g * halves * MMQ_ROWS as u32 + wm * 32 + gr * 4) * 4;
-            let da0 = ld4(wsc);
+            let wsc = t
+                + c.sm.wscales as u32
+                + (g * halves * MMQ_ROWS as u32 + wm * 16 * mts + gr * 2 * mts) * 4;
+            let lds = |a: u32| {
+                if mts == 2 {
+                    ld4(a)
+                } else {
+                    let v = ld_shared_v2_f32(a);
+                    [v[0], v[1], 0.0, 0.0]
+                }
+            };
+            let da0 = lds(wsc);
             let da1 = if sixteen {
-                ld4(wsc + 4 * MMQ_ROWS as u32)
+                lds(wsc + 4 * MMQ_ROWS as u32)
             } else {
                 da0
             };
-            let xsc = t + c.sm.xscales as u32 + (g * COLS + wn * 32 + tc * 8) * 4;
-            let db = [ld4(xsc), ld4(xsc + 16)];
+            let xsc = t + c.sm.xscales as u32 + (g * cols + wn * 8 * nts + tc * 2 * nts) * 4;
+            let db = [ld4(xsc), if NT > 2 { ld4(xsc + 16) } else { [0.0; 4] }];
             let mut af = [[0u32; 4]; 2];
             unroll!(mt in [0, 1] {
-                let r = wm * 32 + mt as u32 * 16 + lane % 16;
-                af[mt] = ldmatrix_x4(t + r * ROW + g * 32 + (lane / 16) * 16);
+                if (mt as u32) < mts {
+                    let r = wm * 16 * mts + mt as u32 * 16 + lane % 16;
+                    af[mt] = ldmatrix_x4(t + r * ROW + g * 32 + (lane / 16) * 16);
+                }
             });
             let mut bf = [[0u32; 2]; 4];
             unroll!(np in [0, 1] {
                 if live(2 * np as u32) {
-                    let col = wn * 32 + np as u32 * 16 + lane % 8 + 8 * (lane / 16);
+                    let col = wn * 8 * nts + np as u32 * 16 + lane % 8 + 8 * (lane / 16);
                     let v = ldmatrix_x4(acts + col * ROW + 16 + g * 32 + ((lane / 8) % 2) * 16);
                     bf[2 * np] = [v[0], v[1]];
                     bf[2 * np + 1] = [v[2], v[3]];
@@ -213,19 +237,21 @@ unsafe fn product_nt<B: WeightBlock, const NT: u32>(c: &Cta, j: u32, acc: &mut [
                 if live(nt as u32) {
                     let dbn = [db[nt / 2][2 * (nt % 2)], db[nt / 2][2 * (nt % 2) + 1]];
                     unroll!(mt in [0, 1] {
-                        let a = &mut acc[mt][nt];
-                        if sixteen {
-                            let lo = mma_m16n8k16_s8([af[mt][0], af[mt][1]], bf[nt][0], MAGIC);
-                            let hi = mma_m16n8k16_s8([af[mt][2], af[mt][3]], bf[nt][1], MAGIC);
-                            unroll!(i in [0, 1, 2, 3] {
-                                let s = 2 * mt + i / 2;
-                                a[i] = mmq_step_16_magic(a[i], lo[i], hi[i], da0[s], da1[s], dbn[i % 2]);
-                            });
-                        } else {
-                            let m = mma_m16n8k32_s8(af[mt], bf[nt], MAGIC);
-                            unroll!(i in [0, 1, 2, 3] {
-                                a[i] = mmq_step_32_magic(a[i], m[i], da0[2 * mt + i / 2], dbn[i % 2]);
-                            });
+                        if (mt as u32) < mts {
+                            let a = &mut acc[mt][nt];
+                            if sixteen {
+                                let lo = mma_m16n8k16_s8([af[mt][0], af[mt][1]], bf[nt][0], MAGIC);
+                                let hi = mma_m16n8k16_s8([af[mt][2], af[mt][3]], bf[nt][1], MAGIC);
+                                unroll!(i in [0, 1, 2, 3] {
+                                    let s = 2 * mt + i / 2;
+                                    a[i] = mmq_step_16_magic(a[i], lo[i], hi[i], da0[s], da1[s], dbn[i % 2]);
+                                });
+                            } else {
+                                let m = mma_m16n8k32_s8(af[mt], bf[nt], MAGIC);
+                                unroll!(i in [0, 1, 2, 3] {
+                                    a[i] = mmq_step_32_magic(a[i], m[i], da0[2 * mt + i / 2], dbn[i % 2]);
+                                });
+                            }
                         }
                     });
                 }
@@ -234,15 +260,21 @@ unsafe fn product_nt<B: WeightBlock, const NT: u32>(c: &Cta, j: u32, acc: &mut [
     }
 }
 
-/// The pipelined product for weight format `B` (see the module doc).
+/// The pipelined product for weight format `B`, narrow or wide shape (see the module doc).
 ///
 /// # Safety
 /// Parameters and buffers as `layout::MmqParams` describes, with the weight buffers readable
 /// 16 bytes past their ends; launched with `MMQ_THREADS` threads,
-/// `MmqPipeSmem::new(B::WTYPE).total` bytes of dynamic shared memory, one CTA per tile along
-/// x and `n / 128` along y; `k` a multiple of the stage width (`128 sub`).
+/// `MmqPipeSmem::of(B::WTYPE, shape).total` bytes of dynamic shared memory, one CTA per tile
+/// (of at most `shape.cols()` columns) along x and `n / 128` along y; `k` a multiple of the
+/// stage width (`128 sub`).
 #[inline(always)]
-pub unsafe fn mmq_pipe<B: WeightBlock>(p: &MmqParams) {
+pub unsafe fn mmq_pipe<B: WeightBlock, const NARROW: bool>(p: &MmqParams) {
+    let shape = if NARROW {
+        MmqPipeShape::Narrow
+    } else {
+        MmqPipeShape::Wide
+    };
     // SAFETY: one tile per CTA along x.
     let tile = unsafe { *(p.tiles as *const MmqTile).add(ctaid_x() as usize) };
     if tile.n_cols == 0 {
@@ -256,16 +288,17 @@ pub unsafe fn mmq_pipe<B: WeightBlock>(p: &MmqParams) {
     };
     let c = Cta {
         tile,
+        shape,
         wbase: w + tile.expert as u64 * p.w_expert_bytes + wrow0 as u64 * p.row_bytes as u64,
         row_bytes: p.row_bytes,
-        sm: MmqPipeSmem::new(B::WTYPE),
+        sm: MmqPipeSmem::of(B::WTYPE, shape),
         base: smem_base(),
     };
     let nk = p.k / MMQ_KSTEP as u32;
     let lead = c.sm.lead as u32;
     if lead == 0 {
-        // A type whose layout has no room for a lead (none today: MmqPipeSmem::new); the host
-        // runs the classic kernel for it and never launches this one.
+        // A type whose layout has no room for a lead (MmqPipeSmem::of): the host runs another
+        // kernel for it and never launches this one.
         return;
     }
     // SAFETY: every thread, before any copy.
@@ -314,5 +347,5 @@ pub unsafe fn mmq_pipe<B: WeightBlock>(p: &MmqParams) {
         }
     }
     // SAFETY: the kernel's contract.
-    unsafe { super::store(p, &tile, row0, &acc) };
+    unsafe { super::store(p, &tile, row0, &acc, shape) };
 }

@@ -1,0 +1,310 @@
+//! The pipelined MMQ kernels' shapes and shared-memory layout (gpu/src/moe/mmq/pipe/): the
+//! wide kernel `moe_mmq_pipe_<type>` (64 activation rows per CTA) and the narrow one
+//! `moe_mmq_narrow_<type>` (16 rows, for layers with few rows per expert).
+
+use super::{MMQ_KSTEP, MMQ_ROWS, MMQ_SMEM_ROW, Q8_1_MMQ_BYTES, WType};
+use super::{fused_slot_bytes, fused_sub_steps, odd_slot_bytes};
+
+/// Shared-memory budget of one wide pipelined CTA: two CTAs per SM on sm_90 (228 KB per SM, of
+/// which the driver reserves 1 KB per CTA). The copy lead of each weight type is the longest
+/// that fits it ([`MmqPipeSmem`]).
+pub const MMQ_PIPE_SMEM_BUDGET: usize = 113 * 1024;
+/// Shared-memory budget of one narrow pipelined CTA: three CTAs per SM on sm_90.
+pub const MMQ_NARROW_SMEM_BUDGET: usize = 75 * 1024;
+/// The longest copy lead of the pipelined MMQ kernel, in K steps.
+pub const MMQ_PIPE_MAX_LEAD: usize = 4;
+/// Bytes of one `mbarrier` (the pipelined kernel's per-step transaction barrier on sm_90).
+pub const MMQ_PIPE_BAR_BYTES: usize = 8;
+/// Threads that arrive on a pipelined K step's barrier (sm_90): the one that copies the step's
+/// activation blocks.
+pub const MMQ_PIPE_BAR_ARRIVALS: usize = 1;
+/// Activation rows (MMQ columns) of a narrow CTA.
+pub const MMQ_NARROW_COLS: usize = 16;
+
+/// The two tile shapes of the pipelined MMQ kernel. Both have 128 weight rows and 8 warps.
+/// - `Wide`: 64 columns; warps 4 along the rows x 2 along the columns, each 32 rows (two
+///   16-row fragments) x 32 columns (four 8-column tiles).
+/// - `Narrow`: 16 columns; warps 8 along the rows, each 16 rows (one fragment) x 16 columns
+///   (two 8-column tiles). At about 10 rows per expert every warp has a product (the wide
+///   shape leaves its second warp column idle), and its accumulators and shared memory are a
+///   quarter of the wide one's, which leaves room for three CTAs per SM.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MmqPipeShape {
+    Wide,
+    Narrow,
+}
+
+impl MmqPipeShape {
+    /// Activation rows (columns) of a tile.
+    pub const fn cols(self) -> usize {
+        match self {
+            MmqPipeShape::Wide => 64,
+            MmqPipeShape::Narrow => MMQ_NARROW_COLS,
+        }
+    }
+
+    /// Warps along the weight rows (the other warps of the 8 go along the columns).
+    pub const fn warps_m(self) -> usize {
+        match self {
+            MmqPipeShape::Wide => 4,
+            MmqPipeShape::Narrow => 8,
+        }
+    }
+
+    /// 16-row `mma` fragments of a warp.
+    pub const fn mt(self) -> usize {
+        MMQ_ROWS / self.warps_m() / 16
+    }
+
+    /// 8-column `mma` tiles of a warp.
+    pub const fn nt(self) -> usize {
+        self.cols() / (8 / self.warps_m()) / 8
+    }
+
+    /// Shared-memory budget of one CTA.
+    pub const fn budget(self) -> usize {
+        match self {
+            MmqPipeShape::Wide => MMQ_PIPE_SMEM_BUDGET,
+            MmqPipeShape::Narrow => MMQ_NARROW_SMEM_BUDGET,
+        }
+    }
+
+    /// Bytes of one activation buffer (one K step's D4 blocks of the tile's columns).
+    pub const fn acts_bytes(self) -> usize {
+        self.cols() * Q8_1_MMQ_BYTES
+    }
+
+    /// Where tile row `r` keeps its scale: a lane of warp row `wm` needs rows
+    /// `16 MT wm + 16 mt + 8 h + g` (mt < MT, h in 0..2), so they sit side by side at
+    /// `16 MT wm + 2 MT g + 2 mt + h` (one 16-byte load when MT = 2, 8-byte when MT = 1).
+    pub const fn row_slot(self, r: usize) -> usize {
+        let mt = self.mt();
+        let warp_rows = 16 * mt;
+        let (wm, m, h, g) = (r / warp_rows, (r / 16) % mt, (r / 8) % 2, r % 8);
+        warp_rows * wm + 2 * mt * g + 2 * m + h
+    }
+
+    /// Where tile column `c` keeps its activation scale: a lane of warp column `wn` needs
+    /// columns `8 NT wn + 8 nt + 2 t + j` (nt < NT, j in 0..2), kept at
+    /// `8 NT wn + 2 NT t + 2 nt + j` (16-byte loads).
+    pub const fn col_slot(self, c: usize) -> usize {
+        let nt = self.nt();
+        let warp_cols = 8 * nt;
+        let (wn, n, t, j) = (c / warp_cols, (c / 8) % nt, (c / 2) % 4, c % 2);
+        warp_cols * wn + 2 * nt * t + 2 * n + j
+    }
+}
+
+/// The shared-memory layout of a pipelined MMQ CTA for weight type `w` and a shape (byte
+/// offsets).
+///
+/// The copies run `lead` K steps ahead: K step s (its activation blocks, and its raw weight
+/// stage when s starts one) is issued in iteration `s - 1 - lead`, and waited for at the top of
+/// iteration `s - 1`, whose end decodes it. Its buffers are free by the time it is issued with
+/// `lead + 2` activation buffers (a step's blocks are read by its decode and, one iteration
+/// later, by its product) and `ceil(lead / sub) + 1` weight buffers (a stage is read only by
+/// its decodes):
+/// - `nw` raw weight stages of `MMQ_ROWS` x `slot` bytes (the rows' 16-byte windows, `sub(w)`
+///   K steps each), from offset 0;
+/// - `na` activation buffers of [`MmqPipeShape::acts_bytes`] at `acts`;
+/// - two decoded tiles of `tile_bytes` at `tiles`, each the int8 weights `[128][144]`, the
+///   weight scales `[4 groups][halves][128]` f32 (rows permuted by
+///   [`MmqPipeShape::row_slot`]; two halves for the 16-value scale types) at `wscales`, and the
+///   activation scales `[4 groups][cols]` f32 (columns permuted by [`MmqPipeShape::col_slot`])
+///   at `xscales`;
+/// - `na` transaction barriers (8 bytes each) at `bars`, one per activation buffer: on sm_90
+///   a K step's activation blocks are one bulk copy that completes on its buffer's barrier
+///   (gpu/src/moe/mmq/pipe/copy.rs).
+///
+/// `lead` is 0 when not even a one-step lead fits the budget (no type today): the host then
+/// runs another kernel (the wide one for a narrow layout, the classic one for a wide layout).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MmqPipeSmem {
+    pub slot: usize,
+    pub lead: usize,
+    pub nw: usize,
+    pub na: usize,
+    pub acts: usize,
+    /// Bytes of one activation buffer.
+    pub acts_bytes: usize,
+    pub tiles: usize,
+    pub tile_bytes: usize,
+    /// Offsets inside a decoded tile.
+    pub wscales: usize,
+    pub xscales: usize,
+    pub bars: usize,
+    pub total: usize,
+}
+
+impl MmqPipeSmem {
+    /// The wide shape's layout.
+    pub const fn new(w: WType) -> MmqPipeSmem {
+        Self::of(w, MmqPipeShape::Wide)
+    }
+
+    /// The layout in the shape's budget; a narrow layout that does not fit three CTAs per SM
+    /// takes the wide budget (two per SM) instead.
+    pub const fn of(w: WType, shape: MmqPipeShape) -> MmqPipeSmem {
+        let sm = Self::in_budget(w, shape, shape.budget());
+        if sm.lead == 0 && shape.budget() < MMQ_PIPE_SMEM_BUDGET {
+            Self::in_budget(w, shape, MMQ_PIPE_SMEM_BUDGET)
+        } else {
+            sm
+        }
+    }
+
+    const fn in_budget(w: WType, shape: MmqPipeShape, budget: usize) -> MmqPipeSmem {
+        let halves = if w.scale_values() == 16 { 2 } else { 1 };
+        let wscales = MMQ_ROWS * MMQ_SMEM_ROW;
+        let xscales = wscales + 4 * halves * MMQ_ROWS * 4;
+        let tile_bytes = xscales + 4 * shape.cols() * 4;
+        let acts_bytes = shape.acts_bytes();
+        let window = fused_slot_bytes(w);
+        let odd = odd_slot_bytes(window);
+        // The odd slot (fewer bank conflicts in the decode) unless it shortens the lead.
+        let slot = if Self::lead_for(w, odd, tile_bytes, acts_bytes, budget)
+            >= Self::lead_for(w, window, tile_bytes, acts_bytes, budget)
+        {
+            odd
+        } else {
+            window
+        };
+        let lead = Self::lead_for(w, slot, tile_bytes, acts_bytes, budget);
+        let (nw, na) = Self::buffers(w, lead);
+        let acts = nw * MMQ_ROWS * slot;
+        let tiles = acts + na * acts_bytes;
+        let bars = tiles + 2 * tile_bytes;
+        MmqPipeSmem {
+            slot,
+            lead,
+            nw,
+            na,
+            acts,
+            acts_bytes,
+            tiles,
+            tile_bytes,
+            wscales,
+            xscales,
+            bars,
+            total: bars + na * MMQ_PIPE_BAR_BYTES,
+        }
+    }
+
+    /// Weight and activation buffers for a lead of `lead` K steps (see the type's doc).
+    pub const fn buffers(w: WType, lead: usize) -> (usize, usize) {
+        (lead.div_ceil(fused_sub_steps(w)) + 1, lead + 2)
+    }
+
+    const fn lead_for(
+        w: WType,
+        slot: usize,
+        tile_bytes: usize,
+        acts_bytes: usize,
+        budget: usize,
+    ) -> usize {
+        let mut lead = MMQ_PIPE_MAX_LEAD;
+        while lead > 0 {
+            let (nw, na) = Self::buffers(w, lead);
+            let bars = na * MMQ_PIPE_BAR_BYTES;
+            if nw * MMQ_ROWS * slot + na * acts_bytes + 2 * tile_bytes + bars <= budget {
+                return lead;
+            }
+            lead -= 1;
+        }
+        0
+    }
+}
+
+// A K step is one D4 block per column: the tile rows' stride is one block.
+const _: () = assert!(MMQ_SMEM_ROW == Q8_1_MMQ_BYTES && MMQ_KSTEP == 128);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SHAPES: [MmqPipeShape; 2] = [MmqPipeShape::Wide, MmqPipeShape::Narrow];
+
+    #[test]
+    fn layouts_fit_their_budgets() {
+        for shape in SHAPES {
+            for w in WType::ALL {
+                let sm = MmqPipeSmem::of(w, shape);
+                assert!((1..=MMQ_PIPE_MAX_LEAD).contains(&sm.lead), "{w:?}: {sm:?}");
+                assert!(sm.total <= MMQ_PIPE_SMEM_BUDGET, "{w:?}: {sm:?}");
+                // The buffers the lead needs (MmqPipeSmem's doc), each slot the row's window.
+                assert_eq!((sm.nw, sm.na), MmqPipeSmem::buffers(w, sm.lead));
+                assert_eq!(sm.na, sm.lead + 2);
+                assert!(sm.nw * fused_sub_steps(w) > sm.lead);
+                assert!(sm.slot >= fused_slot_bytes(w) && sm.slot.is_multiple_of(16));
+                assert_eq!(sm.acts, sm.nw * MMQ_ROWS * sm.slot);
+                assert_eq!(sm.acts_bytes, shape.cols() * Q8_1_MMQ_BYTES);
+                assert_eq!(sm.tiles, sm.acts + sm.na * sm.acts_bytes);
+                assert_eq!(sm.bars, sm.tiles + 2 * sm.tile_bytes);
+                assert!(sm.bars.is_multiple_of(MMQ_PIPE_BAR_BYTES));
+                assert_eq!(sm.total, sm.bars + sm.na * MMQ_PIPE_BAR_BYTES);
+                assert!(sm.tiles.is_multiple_of(16) && sm.tile_bytes.is_multiple_of(16));
+                // At least two CTAs per SM on sm_90 (228 KB, 1 KB reserved per CTA).
+                assert!(2 * (sm.total + 1024) <= 228 * 1024, "{w:?}");
+            }
+        }
+        // The lead of the main pairs' gate/up types.
+        let lead = |w| MmqPipeSmem::new(w).lead;
+        assert_eq!(lead(WType::Q2_0), 2);
+        assert_eq!(lead(WType::Iq2Xxs), 2);
+        assert_eq!(lead(WType::Iq3S), 2);
+        assert_eq!(lead(WType::Iq2S), 2);
+        // Three narrow CTAs per SM for the types of the main pairs whose layout fits (the
+        // others take the wide budget: IQ3_S's 128-byte and IQ2_S's 112-byte rows with its
+        // second scale half leave no room for a 1-step lead in 75 KB).
+        let per_sm = |w| 228 * 1024 / (MmqPipeSmem::of(w, MmqPipeShape::Narrow).total + 1024);
+        for w in [WType::Q2_0, WType::Iq2Xxs, WType::Iq4Nl] {
+            assert_eq!(per_sm(w), 3, "{w:?}");
+        }
+        for w in [WType::Iq3S, WType::Iq2S] {
+            assert_eq!(per_sm(w), 2, "{w:?}");
+        }
+    }
+
+    #[test]
+    fn shapes_cover_the_tile_with_eight_warps() {
+        assert_eq!((MmqPipeShape::Wide.mt(), MmqPipeShape::Wide.nt()), (2, 4));
+        assert_eq!(
+            (MmqPipeShape::Narrow.mt(), MmqPipeShape::Narrow.nt()),
+            (1, 2)
+        );
+        for shape in SHAPES {
+            let wn = 8 / shape.warps_m();
+            assert_eq!(shape.warps_m() * 16 * shape.mt(), MMQ_ROWS);
+            assert_eq!(wn * 8 * shape.nt(), shape.cols());
+        }
+    }
+
+    #[test]
+    fn scale_slots_are_permutations() {
+        for shape in SHAPES {
+            let (mt, nt) = (shape.mt(), shape.nt());
+            let mut rows = [false; MMQ_ROWS];
+            for r in 0..MMQ_ROWS {
+                let s = shape.row_slot(r);
+                assert!(!rows[s]);
+                rows[s] = true;
+                // A lane's rows (m, h) sit side by side.
+                let (wm, m, h, g) = (r / (16 * mt), (r / 16) % mt, (r / 8) % 2, r % 8);
+                assert_eq!(s, 16 * mt * wm + 2 * mt * g + 2 * m + h);
+            }
+            let mut cols = [false; 64];
+            for c in 0..shape.cols() {
+                let s = shape.col_slot(c);
+                assert!(s < shape.cols() && !cols[s]);
+                cols[s] = true;
+                let (wn, n, t, j) = (c / (8 * nt), (c / 8) % nt, (c / 2) % 4, c % 2);
+                assert_eq!(s, 8 * nt * wn + 2 * nt * t + 2 * n + j);
+            }
+        }
+        // The wide shape's slots as they were written before the narrow shape.
+        for r in 0..MMQ_ROWS {
+            let (wm, mt, h, g) = (r / 32, (r / 16) % 2, (r / 8) % 2, r % 8);
+            assert_eq!(MmqPipeShape::Wide.row_slot(r), 32 * wm + 4 * g + 2 * mt + h);
+        }
+    }
+}
