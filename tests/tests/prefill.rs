@@ -324,14 +324,15 @@ fn older_ptx_targets() {
     }
 }
 
-/// Experts with 0, 1, 31, 32, 33, 63, 64 and 65 rows (tile edges of both paths), top-k 1 and 10,
-/// on the small layer and at the reference shape.
+/// Experts with 0, 1, 15, 16, 17, 31, 32, 33, 63, 64 and 65 rows (tile edges of every path and
+/// MMQ shape), top-k 1 and 10, on the small layer and at the reference shape.
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn expert_row_counts_at_tile_edges() {
     let gpu = gpu();
     let sd = seed("expert_row_counts_at_tile_edges");
-    let counts = [0usize, 1, 31, 32, 33, 63, 64, 65];
+    let counts = [0usize, 1, 15, 16, 17, 31, 32, 33, 63, 64, 65];
+    let nb = counts.len();
     for (s, merged) in [
         (small(WType::Iq2S, WType::Q8_0, 1), true),
         (
@@ -345,8 +346,8 @@ fn expert_row_counts_at_tile_edges() {
         ),
     ] {
         let k = s.top_k;
-        // Slot j of token i goes to expert (c + j) mod E for the c-th count bucket, so expert e
-        // gets (about) counts[e % 8] rows per slot.
+        // Slot j of a token of the c-th count bucket goes to expert (c + nb j) mod E, so the
+        // bucket's experts get (about) its count of rows per slot.
         let t = counts.iter().sum::<usize>();
         let mut owner = Vec::with_capacity(t);
         for (e, &n) in counts.iter().enumerate() {
@@ -355,7 +356,7 @@ fn expert_row_counts_at_tile_edges() {
         let ids: Vec<u32> = (0..t)
             .flat_map(|i| {
                 let o = owner[i];
-                (0..k).map(move |j| ((o + 8 * j) % s.n_experts) as u32)
+                (0..k).map(move |j| ((o + nb * j) % s.n_experts) as u32)
             })
             .collect();
         let weights: Vec<f32> = (0..t * k).map(|i| 0.5 + (i % 5) as f32 * 0.25).collect();
@@ -371,8 +372,9 @@ fn expert_row_counts_at_tile_edges() {
         let mut pfs = pipelines(&gpu, &s, t);
         assert_eq!(
             pfs.len(),
-            6,
-            "mmq, fused, ws, ws fast, mmq on its classic kernel and auto run this shape"
+            7,
+            "mmq, fused, ws, ws fast, mmq on its classic kernel and on narrow tiles, and auto run \
+             this shape"
         );
         let label = format!(
             "row counts {counts:?} top-{k} {}/{}",

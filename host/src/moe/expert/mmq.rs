@@ -5,13 +5,14 @@
 //! double-buffered decode, up to 113 KB), run wherever its shared memory fits, and its narrow
 //! shape (`moe_mmq_narrow_<type>`: 16-row tiles, every warp on 16 weight rows, up to 75 KB and
 //! 80 registers so that three CTAs share an SM), run where a layer has few rows per expert
-//! ([`NARROW_MAX_ROWS_PER_EXPERT`]) and the type's narrow layout fits. `MOE_MMQ_KERNEL` (or a
-//! plan's [`MmqChoice`]) forces one. The plan that runs them is the split plan (split.rs).
+//! ([`NARROW_MAX_ROWS_PER_EXPERT`]), the product's K loop is short ([`NARROW_MAX_K_STEPS`]) and
+//! the type's narrow layout fits. `MOE_MMQ_KERNEL` (or a plan's [`MmqChoice`]) forces one. The plan that runs them is the split plan (split.rs).
 
 use cudarc::driver::CudaFunction;
 use cudarc::driver::sys::CUfunction_attribute as FnAttr;
 use gpu::layout::{
-    MMQ_COLS, MMQ_NARROW_COLS, MMQ_ROWS, MMQ_SMEM_BYTES, MmqPipeShape, MmqPipeSmem, WType,
+    MMQ_COLS, MMQ_KSTEP, MMQ_NARROW_COLS, MMQ_ROWS, MMQ_SMEM_BYTES, MmqPipeShape, MmqPipeSmem,
+    WType,
 };
 
 use super::check_product;
@@ -36,8 +37,17 @@ pub fn eligible(s: &MoeShape) -> Result<()> {
 /// rows span several narrow tiles, and each decodes the expert's weights again.
 pub const NARROW_MAX_ROWS_PER_EXPERT: usize = 12;
 
-/// Which MMQ kernel a plan runs: its choice (`Auto`: the narrow one at few rows per expert,
-/// else the pipelined one where it fits), or a forced one (tests reach the classic kernel this
+/// Products whose K loop has at most this many 128-value steps take the narrow kernel under
+/// `MmqChoice::Auto` (the reference shape's down product: 5; its gate/up product: 20).
+/// Measured on the H200 at T = 512 (BENCHMARKS.md): the narrow kernel runs the down product
+/// 11-19 % faster (a short K loop is bound by each CTA's pipeline fill and drain, which three
+/// CTAs per SM overlap), and the Q2_0, IQ2_XXS and IQ2_S gate/up products 4-17 % slower (their
+/// long K loops are bound by the shared-memory pipe, and the narrow shape's 8 warps each load
+/// the activation fragments that 4 warps load in the wide one).
+pub const NARROW_MAX_K_STEPS: usize = 8;
+
+/// Which MMQ kernel a plan runs: its choice (`Auto`: the narrow one at few rows per expert for
+/// short K loops, else the pipelined one where it fits), or a forced one (tests reach the classic kernel this
 /// way on GPUs where the pipelined one fits).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum MmqChoice {
@@ -177,8 +187,9 @@ impl MmqKernel {
 }
 
 /// The MMQ kernels of a plan's two products (gate/up, down): at wide tiles, and at narrow ones
-/// where the choice allows and at least one product's narrow layout fits (the other product
-/// then runs its wide kernel over the narrow tiles).
+/// where the choice allows and at least one product takes the narrow kernel (its layout fits
+/// and, under `Auto`, its K loop is short; the other product then runs its wide kernel over the
+/// narrow tiles).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct MmqKernels {
     wide: [MmqKernel; 2],
@@ -187,15 +198,25 @@ pub struct MmqKernels {
 }
 
 impl MmqKernels {
-    pub fn new(types: [WType; 2], dev: &DeviceLimits, choice: MmqChoice) -> MmqKernels {
+    /// `types` and `k`: the weight type and K of each product.
+    pub fn new(
+        types: [WType; 2],
+        k: [usize; 2],
+        dev: &DeviceLimits,
+        choice: MmqChoice,
+    ) -> MmqKernels {
         let wide = types.map(|w| MmqKernel::choose(w, dev, choice));
-        let narrow = match choice {
-            MmqChoice::Auto | MmqChoice::Narrow => {
-                let n = [0, 1].map(|i| MmqKernel::narrow(types[i], dev).unwrap_or(wide[i]));
-                (n != wide).then_some(n)
-            }
-            MmqChoice::Classic | MmqChoice::Pipelined => None,
+        let takes = |i: usize| match choice {
+            MmqChoice::Auto => k[i].div_ceil(MMQ_KSTEP) <= NARROW_MAX_K_STEPS,
+            MmqChoice::Narrow => true,
+            MmqChoice::Classic | MmqChoice::Pipelined => false,
         };
+        let n = [0, 1].map(|i| {
+            MmqKernel::narrow(types[i], dev)
+                .filter(|_| takes(i))
+                .unwrap_or(wide[i])
+        });
+        let narrow = (n != wide).then_some(n);
         MmqKernels {
             wide,
             narrow,
@@ -271,25 +292,30 @@ mod tests {
     fn narrow_tiles_at_few_rows_per_expert_unless_forced() {
         let d = dev(227 * 1024);
         let q2 = [WType::Q2_0, WType::Q2_0];
-        let narrow = [MmqKernel::narrow(WType::Q2_0, &d).unwrap(); 2];
-        assert_eq!(narrow[0].cols(), MMQ_NARROW_COLS);
-        let wide = [MmqKernel::choose(WType::Q2_0, &d, MmqChoice::Auto); 2];
-        let auto = MmqKernels::new(q2, &d, MmqChoice::Auto);
+        let n = MmqKernel::narrow(WType::Q2_0, &d).unwrap();
+        assert_eq!(n.cols(), MMQ_NARROW_COLS);
+        let w = MmqKernel::choose(WType::Q2_0, &d, MmqChoice::Auto);
+        // The reference shape: gate/up K 2,560 (20 steps, wide kernel), down K 640 (narrow).
+        let k = [2560, 640];
+        let auto = MmqKernels::new(q2, k, &d, MmqChoice::Auto);
         let e = 512;
         let at = NARROW_MAX_ROWS_PER_EXPERT * e;
-        assert_eq!(auto.for_run(at, e), (MMQ_NARROW_COLS, narrow));
-        assert_eq!(auto.for_run(at + 1, e), (MMQ_COLS, wide));
+        assert_eq!(auto.for_run(at, e), (MMQ_NARROW_COLS, [w, n]));
+        assert_eq!(auto.for_run(at + 1, e), (MMQ_COLS, [w, w]));
         assert_eq!(auto.min_cols(), MMQ_NARROW_COLS);
-        let forced = MmqKernels::new(q2, &d, MmqChoice::Narrow);
-        assert_eq!(forced.for_run(100 * e, e), (MMQ_NARROW_COLS, narrow));
+        // Both K loops long: no narrow tiles under auto.
+        let long = MmqKernels::new(q2, [2560, 2560], &d, MmqChoice::Auto);
+        assert_eq!(long.for_run(1, e), (MMQ_COLS, [w, w]));
+        let forced = MmqKernels::new(q2, k, &d, MmqChoice::Narrow);
+        assert_eq!(forced.for_run(100 * e, e), (MMQ_NARROW_COLS, [n, n]));
         for c in [MmqChoice::Pipelined, MmqChoice::Classic] {
-            let k = MmqKernels::new(q2, &d, c);
+            let k = MmqKernels::new(q2, k, &d, c);
             assert_eq!(k.for_run(1, e).0, MMQ_COLS, "{c:?}");
             assert_eq!(k.min_cols(), MMQ_COLS, "{c:?}");
         }
         // A device whose shared memory holds no narrow layout: wide tiles at every row count.
         let small = dev(MMQ_SMEM_BYTES as u32);
-        let k = MmqKernels::new(q2, &small, MmqChoice::Narrow);
+        let k = MmqKernels::new(q2, k, &small, MmqChoice::Narrow);
         assert_eq!(k.for_run(1, e), (MMQ_COLS, [MmqKernel::Classic; 2]));
     }
 

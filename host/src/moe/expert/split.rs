@@ -134,7 +134,12 @@ impl SplitPlan {
             ))
         };
         let dev = gpu.limits();
-        let mmq = MmqKernels::new([s.gate_up_type, s.down_type], &dev, opts.mmq);
+        let mmq = MmqKernels::new(
+            [s.gate_up_type, s.down_type],
+            [s.hidden, s.ffn],
+            &dev,
+            opts.mmq,
+        );
         let tiles_mmq = tiles(Product::Mmq, mmq.min_cols())?;
         if tiles_mmq.is_some() {
             for ks in mmq.all() {
