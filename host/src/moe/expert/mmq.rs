@@ -186,10 +186,10 @@ impl MmqKernel {
     }
 }
 
-/// The MMQ kernels of a plan's two products (gate/up, down): at wide tiles, and at narrow ones
-/// where the choice allows and at least one product takes the narrow kernel (its layout fits
-/// and, under `Auto`, its K loop is short; the other product then runs its wide kernel over the
-/// narrow tiles).
+/// The MMQ kernels of a plan's two products (gate/up, down): the wide ones, and for runs with
+/// few rows per expert the narrow kernel for each product that takes it (its layout fits and,
+/// under `Auto`, its K loop is short). Each product runs over a tile list of its kernel's width
+/// (expert/mmq_lists.rs).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct MmqKernels {
     wide: [MmqKernel; 2],
@@ -229,25 +229,16 @@ impl MmqKernels {
         std::iter::once(self.wide).chain(self.narrow)
     }
 
-    /// The narrowest tile width a run may take (the tile buffer's width).
-    pub fn min_cols(&self) -> usize {
-        self.all()
-            .flatten()
-            .map(MmqKernel::cols)
-            .min()
-            .unwrap_or(MMQ_COLS)
-    }
-
-    /// The tile width and kernels of a run of `n_rows` rows over `n_experts` experts.
-    pub fn for_run(&self, n_rows: usize, n_experts: usize) -> (usize, [MmqKernel; 2]) {
+    /// The kernels of a run of `n_rows` rows over `n_experts` experts.
+    pub fn for_run(&self, n_rows: usize, n_experts: usize) -> [MmqKernel; 2] {
         match self.narrow {
             Some(n)
                 if self.choice == MmqChoice::Narrow
                     || n_rows <= NARROW_MAX_ROWS_PER_EXPERT * n_experts =>
             {
-                (MMQ_NARROW_COLS, n)
+                n
             }
-            _ => (MMQ_COLS, self.wide),
+            _ => self.wide,
         }
     }
 }
@@ -300,23 +291,26 @@ mod tests {
         let auto = MmqKernels::new(q2, k, &d, MmqChoice::Auto);
         let e = 512;
         let at = NARROW_MAX_ROWS_PER_EXPERT * e;
-        assert_eq!(auto.for_run(at, e), (MMQ_NARROW_COLS, [w, n]));
-        assert_eq!(auto.for_run(at + 1, e), (MMQ_COLS, [w, w]));
-        assert_eq!(auto.min_cols(), MMQ_NARROW_COLS);
-        // Both K loops long: no narrow tiles under auto.
+        assert_eq!(auto.for_run(at, e), [w, n]);
+        assert_eq!(auto.for_run(at + 1, e), [w, w]);
+        // Both K loops long: no narrow kernel under auto.
         let long = MmqKernels::new(q2, [2560, 2560], &d, MmqChoice::Auto);
-        assert_eq!(long.for_run(1, e), (MMQ_COLS, [w, w]));
+        assert_eq!(long.for_run(1, e), [w, w]);
+        assert_eq!(long.all().count(), 1);
         let forced = MmqKernels::new(q2, k, &d, MmqChoice::Narrow);
-        assert_eq!(forced.for_run(100 * e, e), (MMQ_NARROW_COLS, [n, n]));
+        assert_eq!(forced.for_run(100 * e, e), [n, n]);
         for c in [MmqChoice::Pipelined, MmqChoice::Classic] {
             let k = MmqKernels::new(q2, k, &d, c);
-            assert_eq!(k.for_run(1, e).0, MMQ_COLS, "{c:?}");
-            assert_eq!(k.min_cols(), MMQ_COLS, "{c:?}");
+            assert!(
+                k.for_run(1, e).iter().all(|k| k.cols() == MMQ_COLS),
+                "{c:?}"
+            );
+            assert_eq!(k.all().count(), 1, "{c:?}");
         }
-        // A device whose shared memory holds no narrow layout: wide tiles at every row count.
+        // A device whose shared memory holds no narrow layout: the classic kernel throughout.
         let small = dev(MMQ_SMEM_BYTES as u32);
         let k = MmqKernels::new(q2, k, &small, MmqChoice::Narrow);
-        assert_eq!(k.for_run(1, e), (MMQ_COLS, [MmqKernel::Classic; 2]));
+        assert_eq!(k.for_run(1, e), [MmqKernel::Classic; 2]);
     }
 
     #[test]

@@ -12,6 +12,7 @@
 pub mod auto;
 pub mod fused;
 pub mod mmq;
+pub mod mmq_lists;
 pub mod split;
 pub mod tiles;
 pub mod ws;

@@ -16,11 +16,12 @@ use gpu::layout::{
 
 use super::{
     Bounds, ExpertIo, ExpertPlan, Intermediates, check_rows, max_tiles, rows_per_routed_expert,
-    tiles, tiles_from_bounds, upload_tiles,
+    tiles_from_bounds, upload_tiles,
 };
 use crate::device::{Gpu, KArg, dptr};
 use crate::error::{DriverOp, Result};
 use crate::moe::expert::mmq::{self, MmqChoice, MmqKernel, MmqKernels};
+use crate::moe::expert::mmq_lists::MmqLists;
 use crate::moe::expert::ws::{self, WsOptions};
 use crate::moe::layer::DeviceLayer;
 use crate::moe::path::ExpertPath;
@@ -94,20 +95,15 @@ pub struct SplitPlan {
     cap_rows: usize,
     choice: SplitChoice,
     ws: WsOptions,
-    tiles_mmq: Option<CudaSlice<TileRepr>>,
-    /// MMQ tiles (CTAs along x) of the prepared run; with `mmq_on_device`, the slots of the
-    /// device-built list (its padding included).
-    n_mmq: usize,
-    /// The prepared run's MMQ list was built on the device (both products MMQ, fixed).
-    mmq_on_device: bool,
+    /// The MMQ tile lists, one per width the products may take (where MMQ may run).
+    lists: Option<MmqLists>,
     tiles_ws: Option<CudaSlice<TileRepr>>,
     n_ws: usize,
     ws_tier: usize,
     /// The MMQ kernels the products may run.
     mmq: MmqKernels,
-    /// The MMQ kernel of each product (gate/up, down) and the tile width of the prepared run.
+    /// The MMQ kernel of each product (gate/up, down) of the prepared run.
     mmq_kernels: [MmqKernel; 2],
-    mmq_cols: usize,
     products: [Product; 2],
     gu: CudaSlice<f32>,
     hq: CudaSlice<u8>,
@@ -140,15 +136,18 @@ impl SplitPlan {
             &dev,
             opts.mmq,
         );
-        let tiles_mmq = tiles(Product::Mmq, mmq.min_cols())?;
-        if tiles_mmq.is_some() {
+        let lists = if choice.may_use(Product::Mmq) {
+            eligible(Product::Mmq, s)?;
             for ks in mmq.all() {
                 for (k, w) in ks.iter().zip([s.gate_up_type, s.down_type]) {
                     k.prepare(gpu.kernels.format(w)?)?;
                 }
             }
-        }
-        let (mmq_cols, mmq_kernels) = mmq.for_run(rows, s.n_experts);
+            Some(MmqLists::new(gpu, rows, s.n_experts, &mmq)?)
+        } else {
+            None
+        };
+        let mmq_kernels = mmq.for_run(rows, s.n_experts);
         let tiles_ws = tiles(Product::Ws, WS_COLS[0])?;
         let first = match &choice {
             SplitChoice::Fixed(f) => f[0],
@@ -159,19 +158,22 @@ impl SplitPlan {
             cap_rows: rows,
             choice,
             ws: opts.ws,
-            tiles_mmq,
-            n_mmq: 0,
-            mmq_on_device: false,
+            lists,
             tiles_ws,
             n_ws: 0,
             ws_tier: 0,
             mmq,
             mmq_kernels,
-            mmq_cols,
             products: [first; 2],
             gu: gpu.alloc_filled(rows * 2 * s.ffn, 0xa5)?,
             hq: gpu.alloc_filled(hq_bytes(s, rows), 0xa5)?,
         })
+    }
+
+    fn lists(&self) -> &MmqLists {
+        self.lists
+            .as_ref()
+            .expect("mmq lists exist when mmq may run")
     }
 
     /// The products of the last prepared run (gate/up, down).
@@ -202,7 +204,7 @@ impl SplitPlan {
     ) -> Result<()> {
         let (n_tiles, rows, threads, smem) = match prod {
             Product::Mmq => (
-                self.n_mmq,
+                self.lists().len(self.mmq_kernels[which]),
                 MMQ_ROWS,
                 MMQ_THREADS,
                 self.mmq_kernels[which].smem(),
@@ -240,12 +242,9 @@ impl SplitPlan {
         let st = &gpu.stream;
         Ok(match self.products[which] {
             Product::Mmq => {
-                let t = self
-                    .tiles_mmq
-                    .as_ref()
-                    .expect("mmq tiles exist when mmq may run");
-                let (f, name) = self.mmq_kernels[which].function(k, which)?;
-                (f, name, dptr(t, st))
+                let kernel = self.mmq_kernels[which];
+                let (f, name) = kernel.function(k, which)?;
+                (f, name, self.lists().list(gpu, kernel).0)
             }
             Product::Ws => {
                 let t = self
@@ -279,45 +278,33 @@ impl ExpertPlan for SplitPlan {
 
     fn prepare(&mut self, gpu: &Gpu, bounds: &mut Bounds) -> Result<()> {
         check_rows("split path", bounds.n_rows, self.cap_rows)?;
-        (self.mmq_cols, self.mmq_kernels) = self.mmq.for_run(bounds.n_rows, self.shape.n_experts);
+        self.mmq_kernels = self.mmq.for_run(bounds.n_rows, self.shape.n_experts);
         if let SplitChoice::Fixed(f) = &self.choice
             && *f == [Product::Mmq; 2]
         {
-            // MMQ for both products: the tile list is built on the device, no read-back.
+            // MMQ for both products: the tile lists are built on the device, no read-back.
             self.products = *f;
-            let t = self
-                .tiles_mmq
+            let (n_rows, n_experts, kernels) =
+                (bounds.n_rows, self.shape.n_experts, self.mmq_kernels);
+            let dev_bounds = bounds.device(gpu);
+            let lists = self
+                .lists
                 .as_mut()
-                .expect("mmq tiles exist when mmq may run");
-            let slots = max_tiles(bounds.n_rows, self.shape.n_experts, self.mmq_cols);
+                .expect("mmq lists exist when mmq may run");
             // SAFETY: the bounds are the scatter's (n_experts + 1 entries, queued before);
-            // max_tiles of n_rows <= cap_rows fits the buffer (allocated for cap_rows).
-            unsafe {
-                tiles::build_on_device(
-                    gpu,
-                    bounds.device(gpu),
-                    self.shape.n_experts,
-                    self.mmq_cols,
-                    t,
-                    slots,
-                )?
-            };
-            self.n_mmq = slots;
-            self.mmq_on_device = true;
+            // n_rows <= cap_rows, the rows the lists were made for.
+            unsafe { lists.build_on_device(gpu, dev_bounds, n_rows, n_experts, kernels)? };
             return Ok(());
         }
-        self.mmq_on_device = false;
         let bounds = bounds.host(gpu)?;
         let rows = rows_per_routed_expert(bounds);
         self.products = match &self.choice {
             SplitChoice::Fixed(f) => *f,
             SplitChoice::PerRun(f) => f(rows),
         };
-        if let Some(t) = self.tiles_mmq.as_mut()
-            && self.products.contains(&Product::Mmq)
-        {
-            let list = tiles_from_bounds(bounds, self.mmq_cols, false);
-            self.n_mmq = upload_tiles(gpu, &list, t)?;
+        if let Some(lists) = self.lists.as_mut() {
+            let used = self.products.map(|p| p == Product::Mmq);
+            lists.upload(gpu, bounds, self.mmq_kernels, used)?;
         }
         if let Some(t) = self.tiles_ws.as_mut()
             && self.products.contains(&Product::Ws)
@@ -394,10 +381,10 @@ impl ExpertPlan for SplitPlan {
         let one = |p: Product, which: usize| match p {
             Product::Mmq => format!(
                 "mmq ({}{} tiles of up to {} rows x {MMQ_ROWS} features{}, {} kernel)",
-                if self.mmq_on_device { "up to " } else { "" },
-                self.n_mmq,
-                self.mmq_cols,
-                if self.mmq_on_device {
+                if self.lists().on_device { "up to " } else { "" },
+                self.lists().len(self.mmq_kernels[which]),
+                self.mmq_kernels[which].cols(),
+                if self.lists().on_device {
                     " built on the device"
                 } else {
                     ""
