@@ -61,29 +61,20 @@ pub fn pipelines(gpu: &Gpu, s: &MoeShape, cap: usize) -> Vec<Prefill> {
     };
     pfs.push(split_pipeline(gpu, s, cap, [Product::Ws; 2], o));
     if path::eligible(ExpertPath::Mmq, s, &gpu.limits()).is_ok() {
-        let o = SplitOptions {
-            ws: WsOptions::default(),
-            mmq: MmqChoice::Classic,
-        };
-        let classic = split_pipeline(gpu, s, cap, [Product::Mmq; 2], o);
-        assert!(
-            classic.describe().contains("classic kernel"),
-            "{}",
-            classic.describe()
-        );
-        pfs.push(classic);
-        // Narrow tiles at every row count (the default takes them at few rows per expert).
-        let o = SplitOptions {
-            ws: WsOptions::default(),
-            mmq: MmqChoice::Narrow,
-        };
-        let narrow = split_pipeline(gpu, s, cap, [Product::Mmq; 2], o);
-        assert!(
-            narrow.describe().contains("narrow kernel"),
-            "{}",
-            narrow.describe()
-        );
-        pfs.push(narrow);
+        // The classic kernel, and the narrow one at every row count (the default takes it for
+        // the short K loops at few rows per expert).
+        for (mmq, kernel) in [
+            (MmqChoice::Classic, "classic kernel"),
+            (MmqChoice::Narrow, "narrow kernel"),
+        ] {
+            let o = SplitOptions {
+                ws: WsOptions::default(),
+                mmq,
+            };
+            let pf = split_pipeline(gpu, s, cap, [Product::Mmq; 2], o);
+            assert!(pf.describe().contains(kernel), "{}", pf.describe());
+            pfs.push(pf);
+        }
     }
     pfs.push(Prefill::new(gpu, s, cap, PathChoice::Auto).expect("auto pipeline"));
     if host::ptx::has_mma(gpu.info.ptx_arch) {

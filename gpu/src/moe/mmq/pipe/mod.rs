@@ -1,6 +1,9 @@
-//! The pipelined MMQ product `moe_mmq_pipe_<type>` (either product: gate/up or down): the tile,
-//! warp layout, numerics and output of the classic kernel (gpu/src/moe/mmq/mod.rs), with the
-//! copies and the decode taken off the critical path.
+//! The pipelined MMQ products `moe_mmq_pipe_<type>` and `moe_mmq_narrow_<type>` (either
+//! product: gate/up or down): the numerics and output of the classic kernel
+//! (gpu/src/moe/mmq/mod.rs), with the copies and the decode taken off the critical path, in two
+//! shapes (`layout::MmqPipeShape`, gpu/src/layout/mmq_pipe.rs): wide (64 columns, the classic
+//! kernel's tile and warp layout) and narrow (16 columns, each warp on 16 weight rows; three
+//! CTAs per SM where the type's layout fits).
 //!
 //! - Copies (copy.rs): each K step's activation D4 blocks and raw weight stage (the weight
 //!   rows' bytes of 128 or 256 K values, in 16-byte windows), `MmqPipeSmem::lead` K steps
@@ -10,11 +13,11 @@
 //!   warps multiply K step j from one, they decode step j + 1 into the other: one barrier per
 //!   K step, and a warp's decode overlaps the other warps' `mma`s.
 //! - Scales: each tile keeps the weight scales `[group][half][row]` and the activation scales
-//!   `[group][column]`, both permuted (`layout::mmq_pipe_row_slot` / `mmq_pipe_col_slot`) so
-//!   that a lane loads its 4 row scales in one 16-byte load and its 8 column scales in two
-//!   (the classic kernel issues 24 scalar loads per group).
+//!   `[group][column]`, both permuted (`MmqPipeShape::row_slot` / `col_slot`) so that a lane
+//!   loads its row scales in one 16-byte (narrow: 8-byte) load and its column scales in two
+//!   (narrow: one) 16-byte loads (the classic kernel issues 24 scalar loads per group).
 //! - Columns: an 8-column `mma` tile with no live column is skipped (warp-uniform); at 10 rows
-//!   per expert half the warps have no work in the product at all.
+//!   per expert half the wide shape's warps have no work in the product at all.
 //!
 //! Numerics: MMQ's exactly (`gpu::quant::mmq_step_32_magic` / `mmq_step_16_magic` in ascending
 //! K), so the bytes equal the classic kernel's and the CPU reference's.
