@@ -2,7 +2,7 @@
 //! wide kernel `moe_mmq_pipe_<type>` (64 activation rows per CTA) and the narrow one
 //! `moe_mmq_narrow_<type>` (16 rows, for layers with few rows per expert).
 
-use super::{MMQ_KSTEP, MMQ_ROWS, MMQ_SMEM_ROW, Q8_1_MMQ_BYTES, WType};
+use super::{MMQ_COLS, MMQ_KSTEP, MMQ_ROWS, MMQ_SMEM_ROW, Q8_1_MMQ_BYTES, WType};
 use super::{fused_slot_bytes, fused_sub_steps, odd_slot_bytes};
 
 /// Shared-memory budget of one wide pipelined CTA: two CTAs per SM on sm_90 (228 KB per SM, of
@@ -38,7 +38,7 @@ impl MmqPipeShape {
     /// Activation rows (columns) of a tile.
     pub const fn cols(self) -> usize {
         match self {
-            MmqPipeShape::Wide => 64,
+            MmqPipeShape::Wide => MMQ_COLS,
             MmqPipeShape::Narrow => MMQ_NARROW_COLS,
         }
     }

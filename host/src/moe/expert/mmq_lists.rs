@@ -7,12 +7,9 @@ use cudarc::driver::CudaSlice;
 use gpu::layout::{MMQ_COLS, MMQ_NARROW_COLS, MmqTile};
 
 use super::mmq::{MmqKernel, MmqKernels};
-use super::tiles::{build_on_device, max_tiles, upload_tiles};
+use super::tiles::{TileRepr, build_on_device, max_tiles, upload_tiles};
 use crate::device::{Gpu, dptr};
 use crate::error::Result;
-
-/// `MmqTile` as 4 u32 for cudarc buffers.
-type TileRepr = [u32; 4];
 
 /// The widths, in list order.
 const WIDTHS: [usize; 2] = [MMQ_COLS, MMQ_NARROW_COLS];
@@ -96,13 +93,12 @@ impl MmqLists {
         Ok(())
     }
 
-    /// The device address and tile count of kernel `k`'s list.
-    pub fn list(&self, gpu: &Gpu, k: MmqKernel) -> (u64, usize) {
-        let c = class(k);
-        let buf = self.bufs[c]
+    /// The device address of kernel `k`'s list.
+    pub fn list(&self, gpu: &Gpu, k: MmqKernel) -> u64 {
+        let buf = self.bufs[class(k)]
             .as_ref()
             .expect("a buffer per width the plan may take");
-        (dptr(buf, &gpu.stream), self.n[c])
+        dptr(buf, &gpu.stream)
     }
 
     /// The tile count of kernel `k`'s list for the prepared run.

@@ -22,14 +22,12 @@ use crate::device::{Gpu, KArg, dptr};
 use crate::error::{DriverOp, Result};
 use crate::moe::expert::mmq::{self, MmqChoice, MmqKernel, MmqKernels};
 use crate::moe::expert::mmq_lists::MmqLists;
+use crate::moe::expert::tiles::TileRepr;
 use crate::moe::expert::ws::{self, WsOptions};
 use crate::moe::layer::DeviceLayer;
 use crate::moe::path::ExpertPath;
 use crate::moe::swiglu_quant::SwigluQuantPlan;
 use crate::problem::{MoeShape, SwigluQuantShape};
-
-/// `MmqTile` as 4 u32 for cudarc buffers.
-type TileRepr = [u32; 4];
 
 /// The kernel family that runs one product.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -120,15 +118,6 @@ impl SplitPlan {
         opts: SplitOptions,
     ) -> Result<Self> {
         let rows = cap_rows.max(1);
-        let tiles = |p: Product, width: usize| -> Result<Option<CudaSlice<TileRepr>>> {
-            if !choice.may_use(p) {
-                return Ok(None);
-            }
-            eligible(p, s)?;
-            Ok(Some(
-                gpu.alloc_filled(max_tiles(rows, s.n_experts, width), 0xa5)?,
-            ))
-        };
         let dev = gpu.limits();
         let mmq = MmqKernels::new(
             [s.gate_up_type, s.down_type],
@@ -148,7 +137,13 @@ impl SplitPlan {
             None
         };
         let mmq_kernels = mmq.for_run(rows, s.n_experts);
-        let tiles_ws = tiles(Product::Ws, WS_COLS[0])?;
+        let tiles_ws = if choice.may_use(Product::Ws) {
+            eligible(Product::Ws, s)?;
+            let n = max_tiles(rows, s.n_experts, WS_COLS[0]);
+            Some(gpu.alloc_filled(n, 0xa5)?)
+        } else {
+            None
+        };
         let first = match &choice {
             SplitChoice::Fixed(f) => f[0],
             SplitChoice::PerRun(_) => Product::Mmq,
@@ -244,7 +239,7 @@ impl SplitPlan {
             Product::Mmq => {
                 let kernel = self.mmq_kernels[which];
                 let (f, name) = kernel.function(k, which)?;
-                (f, name, self.lists().list(gpu, kernel).0)
+                (f, name, self.lists().list(gpu, kernel))
             }
             Product::Ws => {
                 let t = self

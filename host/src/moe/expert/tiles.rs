@@ -105,8 +105,11 @@ pub unsafe fn build_on_device(
     Ok(())
 }
 
+/// `MmqTile` as the 4 u32 of the cudarc tile buffers.
+pub type TileRepr = [u32; 4];
+
 /// A tile as the 4 u32 of the buffers.
-pub fn tile_repr(t: &MmqTile) -> [u32; 4] {
+pub fn tile_repr(t: &MmqTile) -> TileRepr {
     [t.expert, t.col_start, t.n_cols, t._pad]
 }
 
