@@ -4,16 +4,14 @@
 //! `q * scale` (§2, "exactness property"), so `dequant` below is exact too.
 //!
 //! One source for kernels and the CPU reference. Indices into a block are masked to their range
-//! so that the GPU code has no bounds-check path.
+//! so that the GPU code has no bounds-check path. The trait, the block readers and Q8_0, Q2_0,
+//! IQ4_NL here; the five grid formats in iq.rs; word-level helpers in words.rs.
 
-use crate::layout::{
-    BlockIq2S, BlockIq2Xs, BlockIq2Xxs, BlockIq3S, BlockIq3Xxs, BlockIq4Nl, BlockQ2_0, BlockQ8_0,
-    WType,
-};
+use crate::layout::{BlockIq4Nl, BlockQ2_0, BlockQ8_0, WType};
 use crate::quant::f16_to_f32;
 
+mod iq;
 mod words;
-use crate::tables::{IQ2S_GRID, IQ2XS_GRID, IQ2XXS_GRID, IQ3S_GRID, IQ3XXS_GRID, KSIGNS_IQ2XS};
 use words::iq4_nl_table;
 pub use words::{
     apply_signs4, byte_perm, iq4_nl_values4, q2_0_expand, q2_0_expand4, sign_mask4, vsub4,
@@ -140,29 +138,19 @@ pub trait WeightBlock: Copy {
     }
 }
 
-/// IQ2-style group of 8 values: a u64 grid entry and 8 sign bits -> 2 words.
-#[inline(always)]
-fn grid8(entry: u64, signs: u32) -> [u32; 2] {
-    [
-        apply_signs4(entry as u32, signs),
-        apply_signs4((entry >> 32) as u32, signs >> 4),
-    ]
-}
-
-/// Byte `i` (0..4) of `w`.
-#[inline(always)]
-fn byte(w: u32, i: usize) -> u32 {
-    (w >> (8 * i)) & 0xff
-}
-
 /// `d` (offset 0) as f32.
 #[inline(always)]
-fn d_of<R: BlockBytes>(b: R) -> f32 {
+pub(crate) fn d_of<R: BlockBytes>(b: R) -> f32 {
     f16_to_f32(b.u16(0) as u16)
 }
 
 /// Offset of `qs` in every block type (after the f16 `d`).
-const QS: usize = 2;
+pub(crate) const QS: usize = 2;
+const _: () = {
+    use core::mem::offset_of;
+    assert!(offset_of!(BlockQ8_0, qs) == QS && offset_of!(BlockQ2_0, qs) == QS);
+    assert!(offset_of!(BlockIq4Nl, qs) == QS);
+};
 
 impl WeightBlock for BlockQ8_0 {
     const WTYPE: WType = WType::Q8_0;
@@ -213,168 +201,6 @@ impl WeightBlock for BlockIq4Nl {
     fn group_scales_in<R: BlockBytes>(b: R, _g: usize) -> [f32; 2] {
         let d = d_of(b);
         [d, d]
-    }
-}
-
-impl WeightBlock for BlockIq2Xxs {
-    const WTYPE: WType = WType::Iq2Xxs;
-    const GROUPS: usize = 8;
-    #[inline(always)]
-    fn group_q_in<R: BlockBytes>(b: R, g: usize) -> [u32; 8] {
-        let o = QS + 8 * (g & 7);
-        let idx = b.u32_at(o);
-        let aux = b.u32_at(o + 4);
-        let mut w = [0u32; 8];
-        for l in 0..4 {
-            let signs = KSIGNS_IQ2XS[((aux >> (7 * l)) & 127) as usize] as u32;
-            let [a, c] = grid8(IQ2XXS_GRID[byte(idx, l) as usize], signs);
-            w[2 * l] = a;
-            w[2 * l + 1] = c;
-        }
-        w
-    }
-    #[inline(always)]
-    fn group_scales_in<R: BlockBytes>(b: R, g: usize) -> [f32; 2] {
-        let s = b.u8(QS + 8 * (g & 7) + 7) >> 4;
-        // d * (0.5 + s) * 0.25 == d * (2 s + 1) / 8, exactly (16-bit product).
-        let v = d_of(b) * (2 * s + 1) as f32 * 0.125;
-        [v, v]
-    }
-}
-
-/// `d * (0.5 + s) * 0.25` for a 4-bit scale `s`: IQ2_XS / IQ2_S sub-scales (exact).
-#[inline(always)]
-fn iq2_sub_scale(d: f32, s: u32) -> f32 {
-    d * (2 * (s & 15) + 1) as f32 * 0.125
-}
-
-/// The two sub-scales of an IQ2_XS / IQ2_S group from its scale byte at `off` (low nibble:
-/// first 16 values, high nibble: last 16).
-#[inline(always)]
-fn iq2_group_scales<R: BlockBytes>(b: R, off: usize) -> [f32; 2] {
-    let (d, s) = (d_of(b), b.u8(off));
-    [iq2_sub_scale(d, s), iq2_sub_scale(d, s >> 4)]
-}
-
-/// Offsets of IQ2_XS's scale bytes, IQ2_S's `qh` and scales, IQ3_S's `qh`, signs and scales.
-const IQ2XS_SCALES: usize = QS + 64;
-const IQ2S_QH: usize = QS + 64;
-const IQ2S_SCALES: usize = IQ2S_QH + 8;
-const IQ3S_QH: usize = QS + 64;
-const IQ3S_SIGNS: usize = IQ3S_QH + 8;
-const IQ3S_SCALES: usize = IQ3S_SIGNS + 32;
-const _: () = {
-    use core::mem::offset_of;
-    assert!(offset_of!(BlockQ8_0, qs) == QS && offset_of!(BlockQ2_0, qs) == QS);
-    assert!(offset_of!(BlockIq4Nl, qs) == QS && offset_of!(BlockIq2Xxs, qs) == QS);
-    assert!(offset_of!(BlockIq2Xs, qs) == QS && offset_of!(BlockIq2Xs, scales) == IQ2XS_SCALES);
-    assert!(offset_of!(BlockIq2S, qs) == QS && offset_of!(BlockIq2S, qh) == IQ2S_QH);
-    assert!(offset_of!(BlockIq2S, scales) == IQ2S_SCALES && offset_of!(BlockIq3Xxs, qs) == QS);
-    assert!(offset_of!(BlockIq3S, qs) == QS && offset_of!(BlockIq3S, qh) == IQ3S_QH);
-    assert!(offset_of!(BlockIq3S, signs) == IQ3S_SIGNS);
-    assert!(offset_of!(BlockIq3S, scales) == IQ3S_SCALES);
-};
-
-impl WeightBlock for BlockIq2Xs {
-    const WTYPE: WType = WType::Iq2Xs;
-    const GROUPS: usize = 8;
-    #[inline(always)]
-    fn group_q_in<R: BlockBytes>(b: R, g: usize) -> [u32; 8] {
-        let o = QS + 8 * (g & 7);
-        let mut w = [0u32; 8];
-        for l in 0..4 {
-            let q = b.u16(o + 2 * l);
-            let signs = KSIGNS_IQ2XS[(q >> 9) as usize & 127] as u32;
-            let [a, c] = grid8(IQ2XS_GRID[(q & 511) as usize], signs);
-            w[2 * l] = a;
-            w[2 * l + 1] = c;
-        }
-        w
-    }
-    #[inline(always)]
-    fn group_scales_in<R: BlockBytes>(b: R, g: usize) -> [f32; 2] {
-        iq2_group_scales(b, IQ2XS_SCALES + (g & 7))
-    }
-}
-
-impl WeightBlock for BlockIq2S {
-    const WTYPE: WType = WType::Iq2S;
-    const GROUPS: usize = 8;
-    #[inline(always)]
-    fn group_q_in<R: BlockBytes>(b: R, g: usize) -> [u32; 8] {
-        let ib = g & 7;
-        let qh = b.u8(IQ2S_QH + ib);
-        let idx = b.u32_at(QS + 4 * ib);
-        let signs = b.u32_at(QS + 32 + 4 * ib);
-        let mut w = [0u32; 8];
-        for l in 0..4 {
-            let i = byte(idx, l) | ((qh >> (2 * l)) & 3) << 8;
-            let [a, c] = grid8(IQ2S_GRID[i as usize], byte(signs, l));
-            w[2 * l] = a;
-            w[2 * l + 1] = c;
-        }
-        w
-    }
-    #[inline(always)]
-    fn group_scales_in<R: BlockBytes>(b: R, g: usize) -> [f32; 2] {
-        iq2_group_scales(b, IQ2S_SCALES + (g & 7))
-    }
-}
-
-impl WeightBlock for BlockIq3Xxs {
-    const WTYPE: WType = WType::Iq3Xxs;
-    const GROUPS: usize = 8;
-    #[inline(always)]
-    fn group_q_in<R: BlockBytes>(b: R, g: usize) -> [u32; 8] {
-        let ib = g & 7;
-        let aux = b.u32_at(QS + 64 + 4 * ib);
-        let idx = [b.u32_at(QS + 8 * ib), b.u32_at(QS + 8 * ib + 4)];
-        let mut w = [0u32; 8];
-        for l in 0..4 {
-            let signs = KSIGNS_IQ2XS[((aux >> (7 * l)) & 127) as usize] as u32;
-            let (i0, i1) = (
-                byte(idx[l / 2], 2 * (l % 2)),
-                byte(idx[l / 2], 2 * (l % 2) + 1),
-            );
-            w[2 * l] = apply_signs4(IQ3XXS_GRID[i0 as usize], signs);
-            w[2 * l + 1] = apply_signs4(IQ3XXS_GRID[i1 as usize], signs >> 4);
-        }
-        w
-    }
-    #[inline(always)]
-    fn group_scales_in<R: BlockBytes>(b: R, g: usize) -> [f32; 2] {
-        let s = b.u8(QS + 64 + 4 * (g & 7) + 3) >> 4;
-        // d * (0.5 + s) * 0.5 == d * (2 s + 1) / 4, exactly.
-        let v = d_of(b) * (2 * s + 1) as f32 * 0.25;
-        [v, v]
-    }
-}
-
-impl WeightBlock for BlockIq3S {
-    const WTYPE: WType = WType::Iq3S;
-    const GROUPS: usize = 8;
-    #[inline(always)]
-    fn group_q_in<R: BlockBytes>(b: R, g: usize) -> [u32; 8] {
-        let ib = g & 7;
-        let qh = b.u8(IQ3S_QH + ib);
-        let signs = b.u32_at(IQ3S_SIGNS + 4 * ib);
-        let mut w = [0u32; 8];
-        for l in 0..4 {
-            let q = b.u16(QS + 8 * ib + 2 * l);
-            let i0 = (q & 0xff) | ((qh >> (2 * l)) & 1) << 8;
-            let i1 = ((q >> 8) & 0xff) | ((qh >> (2 * l + 1)) & 1) << 8;
-            let s = byte(signs, l);
-            w[2 * l] = apply_signs4(IQ3S_GRID[i0 as usize], s);
-            w[2 * l + 1] = apply_signs4(IQ3S_GRID[i1 as usize], s >> 4);
-        }
-        w
-    }
-    #[inline(always)]
-    fn group_scales_in<R: BlockBytes>(b: R, g: usize) -> [f32; 2] {
-        let ib = g & 7;
-        let s = (b.u8(IQ3S_SCALES + ib / 2) >> (4 * (ib % 2))) & 15;
-        let v = d_of(b) * (1 + 2 * s) as f32;
-        [v, v]
     }
 }
 

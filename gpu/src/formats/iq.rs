@@ -1,0 +1,182 @@
+//! The decoders of the five IQ formats (the grid formats: IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS,
+//! IQ3_S) to MMQ's int8 form; the trait and the other formats are in mod.rs.
+
+use super::{BlockBytes, QS, WeightBlock, apply_signs4, d_of};
+use crate::layout::{BlockIq2S, BlockIq2Xs, BlockIq2Xxs, BlockIq3S, BlockIq3Xxs, WType};
+use crate::tables::{IQ2S_GRID, IQ2XS_GRID, IQ2XXS_GRID, IQ3S_GRID, IQ3XXS_GRID, KSIGNS_IQ2XS};
+
+/// IQ2-style group of 8 values: a u64 grid entry and 8 sign bits -> 2 words.
+#[inline(always)]
+fn grid8(entry: u64, signs: u32) -> [u32; 2] {
+    [
+        apply_signs4(entry as u32, signs),
+        apply_signs4((entry >> 32) as u32, signs >> 4),
+    ]
+}
+
+/// Byte `i` (0..4) of `w`.
+#[inline(always)]
+fn byte(w: u32, i: usize) -> u32 {
+    (w >> (8 * i)) & 0xff
+}
+
+impl WeightBlock for BlockIq2Xxs {
+    const WTYPE: WType = WType::Iq2Xxs;
+    const GROUPS: usize = 8;
+    #[inline(always)]
+    fn group_q_in<R: BlockBytes>(b: R, g: usize) -> [u32; 8] {
+        let o = QS + 8 * (g & 7);
+        let idx = b.u32_at(o);
+        let aux = b.u32_at(o + 4);
+        let mut w = [0u32; 8];
+        for l in 0..4 {
+            let signs = KSIGNS_IQ2XS[((aux >> (7 * l)) & 127) as usize] as u32;
+            let [a, c] = grid8(IQ2XXS_GRID[byte(idx, l) as usize], signs);
+            w[2 * l] = a;
+            w[2 * l + 1] = c;
+        }
+        w
+    }
+    #[inline(always)]
+    fn group_scales_in<R: BlockBytes>(b: R, g: usize) -> [f32; 2] {
+        let s = b.u8(QS + 8 * (g & 7) + 7) >> 4;
+        // d * (0.5 + s) * 0.25 == d * (2 s + 1) / 8, exactly (16-bit product).
+        let v = d_of(b) * (2 * s + 1) as f32 * 0.125;
+        [v, v]
+    }
+}
+
+/// `d * (0.5 + s) * 0.25` for a 4-bit scale `s`: IQ2_XS / IQ2_S sub-scales (exact).
+#[inline(always)]
+fn iq2_sub_scale(d: f32, s: u32) -> f32 {
+    d * (2 * (s & 15) + 1) as f32 * 0.125
+}
+
+/// The two sub-scales of an IQ2_XS / IQ2_S group from its scale byte at `off` (low nibble:
+/// first 16 values, high nibble: last 16).
+#[inline(always)]
+fn iq2_group_scales<R: BlockBytes>(b: R, off: usize) -> [f32; 2] {
+    let (d, s) = (d_of(b), b.u8(off));
+    [iq2_sub_scale(d, s), iq2_sub_scale(d, s >> 4)]
+}
+
+/// Offsets of IQ2_XS's scale bytes, IQ2_S's `qh` and scales, IQ3_S's `qh`, signs and scales.
+const IQ2XS_SCALES: usize = QS + 64;
+const IQ2S_QH: usize = QS + 64;
+const IQ2S_SCALES: usize = IQ2S_QH + 8;
+const IQ3S_QH: usize = QS + 64;
+const IQ3S_SIGNS: usize = IQ3S_QH + 8;
+const IQ3S_SCALES: usize = IQ3S_SIGNS + 32;
+const _: () = {
+    use core::mem::offset_of;
+    assert!(offset_of!(BlockIq2Xxs, qs) == QS);
+    assert!(offset_of!(BlockIq2Xs, qs) == QS && offset_of!(BlockIq2Xs, scales) == IQ2XS_SCALES);
+    assert!(offset_of!(BlockIq2S, qs) == QS && offset_of!(BlockIq2S, qh) == IQ2S_QH);
+    assert!(offset_of!(BlockIq2S, scales) == IQ2S_SCALES && offset_of!(BlockIq3Xxs, qs) == QS);
+    assert!(offset_of!(BlockIq3S, qs) == QS && offset_of!(BlockIq3S, qh) == IQ3S_QH);
+    assert!(offset_of!(BlockIq3S, signs) == IQ3S_SIGNS);
+    assert!(offset_of!(BlockIq3S, scales) == IQ3S_SCALES);
+};
+
+impl WeightBlock for BlockIq2Xs {
+    const WTYPE: WType = WType::Iq2Xs;
+    const GROUPS: usize = 8;
+    #[inline(always)]
+    fn group_q_in<R: BlockBytes>(b: R, g: usize) -> [u32; 8] {
+        let o = QS + 8 * (g & 7);
+        let mut w = [0u32; 8];
+        for l in 0..4 {
+            let q = b.u16(o + 2 * l);
+            let signs = KSIGNS_IQ2XS[(q >> 9) as usize & 127] as u32;
+            let [a, c] = grid8(IQ2XS_GRID[(q & 511) as usize], signs);
+            w[2 * l] = a;
+            w[2 * l + 1] = c;
+        }
+        w
+    }
+    #[inline(always)]
+    fn group_scales_in<R: BlockBytes>(b: R, g: usize) -> [f32; 2] {
+        iq2_group_scales(b, IQ2XS_SCALES + (g & 7))
+    }
+}
+
+impl WeightBlock for BlockIq2S {
+    const WTYPE: WType = WType::Iq2S;
+    const GROUPS: usize = 8;
+    #[inline(always)]
+    fn group_q_in<R: BlockBytes>(b: R, g: usize) -> [u32; 8] {
+        let ib = g & 7;
+        let qh = b.u8(IQ2S_QH + ib);
+        let idx = b.u32_at(QS + 4 * ib);
+        let signs = b.u32_at(QS + 32 + 4 * ib);
+        let mut w = [0u32; 8];
+        for l in 0..4 {
+            let i = byte(idx, l) | ((qh >> (2 * l)) & 3) << 8;
+            let [a, c] = grid8(IQ2S_GRID[i as usize], byte(signs, l));
+            w[2 * l] = a;
+            w[2 * l + 1] = c;
+        }
+        w
+    }
+    #[inline(always)]
+    fn group_scales_in<R: BlockBytes>(b: R, g: usize) -> [f32; 2] {
+        iq2_group_scales(b, IQ2S_SCALES + (g & 7))
+    }
+}
+
+impl WeightBlock for BlockIq3Xxs {
+    const WTYPE: WType = WType::Iq3Xxs;
+    const GROUPS: usize = 8;
+    #[inline(always)]
+    fn group_q_in<R: BlockBytes>(b: R, g: usize) -> [u32; 8] {
+        let ib = g & 7;
+        let aux = b.u32_at(QS + 64 + 4 * ib);
+        let idx = [b.u32_at(QS + 8 * ib), b.u32_at(QS + 8 * ib + 4)];
+        let mut w = [0u32; 8];
+        for l in 0..4 {
+            let signs = KSIGNS_IQ2XS[((aux >> (7 * l)) & 127) as usize] as u32;
+            let (i0, i1) = (
+                byte(idx[l / 2], 2 * (l % 2)),
+                byte(idx[l / 2], 2 * (l % 2) + 1),
+            );
+            w[2 * l] = apply_signs4(IQ3XXS_GRID[i0 as usize], signs);
+            w[2 * l + 1] = apply_signs4(IQ3XXS_GRID[i1 as usize], signs >> 4);
+        }
+        w
+    }
+    #[inline(always)]
+    fn group_scales_in<R: BlockBytes>(b: R, g: usize) -> [f32; 2] {
+        let s = b.u8(QS + 64 + 4 * (g & 7) + 3) >> 4;
+        // d * (0.5 + s) * 0.5 == d * (2 s + 1) / 4, exactly.
+        let v = d_of(b) * (2 * s + 1) as f32 * 0.25;
+        [v, v]
+    }
+}
+
+impl WeightBlock for BlockIq3S {
+    const WTYPE: WType = WType::Iq3S;
+    const GROUPS: usize = 8;
+    #[inline(always)]
+    fn group_q_in<R: BlockBytes>(b: R, g: usize) -> [u32; 8] {
+        let ib = g & 7;
+        let qh = b.u8(IQ3S_QH + ib);
+        let signs = b.u32_at(IQ3S_SIGNS + 4 * ib);
+        let mut w = [0u32; 8];
+        for l in 0..4 {
+            let q = b.u16(QS + 8 * ib + 2 * l);
+            let i0 = (q & 0xff) | ((qh >> (2 * l)) & 1) << 8;
+            let i1 = ((q >> 8) & 0xff) | ((qh >> (2 * l + 1)) & 1) << 8;
+            let s = byte(signs, l);
+            w[2 * l] = apply_signs4(IQ3S_GRID[i0 as usize], s);
+            w[2 * l + 1] = apply_signs4(IQ3S_GRID[i1 as usize], s >> 4);
+        }
+        w
+    }
+    #[inline(always)]
+    fn group_scales_in<R: BlockBytes>(b: R, g: usize) -> [f32; 2] {
+        let ib = g & 7;
+        let s = (b.u8(IQ3S_SCALES + ib / 2) >> (4 * (ib % 2))) & 15;
+        let v = d_of(b) * (1 + 2 * s) as f32;
+        [v, v]
+    }
+}
