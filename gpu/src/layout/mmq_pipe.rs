@@ -21,6 +21,16 @@ pub const MMQ_PIPE_BAR_ARRIVALS: usize = 1;
 /// Activation rows (MMQ columns) of a narrow CTA.
 pub const MMQ_NARROW_COLS: usize = 16;
 
+/// Whether a product over weight type `w` takes the narrow kernel at few rows per expert however
+/// long its K loop (the host's auto choice: host/src/moe/expert/mmq.rs). The IQ3 grids' decode
+/// weighs on the wide kernel's long K loops, and the narrow shape spreads it over every warp:
+/// measured on the H200 at T = 512 (BENCHMARKS.md), the gate/up product of IQ3_S 0.896 -> 0.805
+/// ms and of IQ3_XXS 0.915 -> 0.777 on the narrow kernel; Q2_0's, IQ2_XXS's and IQ2_S's run
+/// 4-17 % slower on it.
+pub const fn mmq_narrow_any_k(w: WType) -> bool {
+    matches!(w, WType::Iq3S | WType::Iq3Xxs)
+}
+
 /// The two tile shapes of the pipelined MMQ kernel. Both have 128 weight rows and 8 warps.
 /// - `Wide`: 64 columns; warps 4 along the rows x 2 along the columns, each 32 rows (two
 ///   16-row fragments) x 32 columns (four 8-column tiles).

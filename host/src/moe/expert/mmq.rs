@@ -5,14 +5,14 @@
 //! double-buffered decode, up to 113 KB), run wherever its shared memory fits, and its narrow
 //! shape (`moe_mmq_narrow_<type>`: 16-row tiles, every warp on 16 weight rows, up to 75 KB and
 //! 80 registers so that three CTAs share an SM), run where a layer has few rows per expert
-//! ([`NARROW_MAX_ROWS_PER_EXPERT`]), the product's K loop is short ([`NARROW_MAX_K_STEPS`]) and
-//! the type's narrow layout fits. `MOE_MMQ_KERNEL` (or a plan's [`MmqChoice`]) forces one. The plan that runs them is the split plan (split.rs).
+//! ([`NARROW_MAX_ROWS_PER_EXPERT`]), the product's K loop is short ([`NARROW_MAX_K_STEPS`]) or
+//! its type is an IQ3 grid (`gpu::layout::mmq_narrow_any_k`), and the type's narrow layout fits. `MOE_MMQ_KERNEL` (or a plan's [`MmqChoice`]) forces one. The plan that runs them is the split plan (split.rs).
 
 use cudarc::driver::CudaFunction;
 use cudarc::driver::sys::CUfunction_attribute as FnAttr;
 use gpu::layout::{
     MMQ_COLS, MMQ_KSTEP, MMQ_NARROW_COLS, MMQ_ROWS, MMQ_SMEM_BYTES, MmqPipeShape, MmqPipeSmem,
-    WType,
+    WType, mmq_narrow_any_k,
 };
 
 use super::check_product;
@@ -43,11 +43,12 @@ pub const NARROW_MAX_ROWS_PER_EXPERT: usize = 12;
 /// 11-19 % faster (a short K loop is bound by each CTA's pipeline fill and drain, which three
 /// CTAs per SM overlap), and the Q2_0, IQ2_XXS and IQ2_S gate/up products 4-17 % slower (their
 /// long K loops are bound by the shared-memory pipe, and the narrow shape's 8 warps each load
-/// the activation fragments that 4 warps load in the wide one).
+/// the activation fragments that 4 warps load in the wide one). The IQ3 types take it at any K
+/// (`gpu::layout::mmq_narrow_any_k`).
 pub const NARROW_MAX_K_STEPS: usize = 8;
 
 /// Which MMQ kernel a plan runs: its choice (`Auto`: the narrow one at few rows per expert for
-/// short K loops, else the pipelined one where it fits), or a forced one (tests reach the classic kernel this
+/// short K loops and the IQ3 types, else the pipelined one where it fits), or a forced one (tests reach the classic kernel this
 /// way on GPUs where the pipelined one fits).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum MmqChoice {
@@ -207,7 +208,9 @@ impl MmqKernels {
     ) -> MmqKernels {
         let wide = types.map(|w| MmqKernel::choose(w, dev, choice));
         let takes = |i: usize| match choice {
-            MmqChoice::Auto => k[i].div_ceil(MMQ_KSTEP) <= NARROW_MAX_K_STEPS,
+            MmqChoice::Auto => {
+                k[i].div_ceil(MMQ_KSTEP) <= NARROW_MAX_K_STEPS || mmq_narrow_any_k(types[i])
+            }
             MmqChoice::Narrow => true,
             MmqChoice::Classic | MmqChoice::Pipelined => false,
         };
@@ -297,6 +300,19 @@ mod tests {
         let long = MmqKernels::new(q2, [2560, 2560], &d, MmqChoice::Auto);
         assert_eq!(long.for_run(1, e), [w, w]);
         assert_eq!(long.all().count(), 1);
+        // ... except for the IQ3 types, narrow at any K.
+        let iq3 = [WType::Iq3S, WType::Iq4Nl];
+        let (n3, w3) = (
+            MmqKernel::narrow(WType::Iq3S, &d).unwrap(),
+            MmqKernel::choose(WType::Iq3S, &d, MmqChoice::Auto),
+        );
+        let n4 = MmqKernel::narrow(WType::Iq4Nl, &d).unwrap();
+        let w4 = MmqKernel::choose(WType::Iq4Nl, &d, MmqChoice::Auto);
+        let mixed = MmqKernels::new(iq3, [2560, 2560], &d, MmqChoice::Auto);
+        assert_eq!(mixed.for_run(at, e), [n3, w4]);
+        assert_eq!(mixed.for_run(at + 1, e), [w3, w4]);
+        let ref_shape = MmqKernels::new(iq3, k, &d, MmqChoice::Auto);
+        assert_eq!(ref_shape.for_run(at, e), [n3, n4]);
         let forced = MmqKernels::new(q2, k, &d, MmqChoice::Narrow);
         assert_eq!(forced.for_run(100 * e, e), [n, n]);
         for c in [MmqChoice::Pipelined, MmqChoice::Classic] {
