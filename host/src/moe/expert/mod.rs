@@ -13,6 +13,7 @@ pub mod auto;
 pub mod fused;
 pub mod mmq;
 pub mod mmq_lists;
+pub mod products;
 pub mod split;
 pub mod tiles;
 pub mod ws;

@@ -6,7 +6,7 @@
 //! (gpu/src/moe/ws.rs: a thread per weight row, integer `mad`, tiers of 16/32/64 rows, largest
 //! expert first). `--path mmq` and `--path ws` fix both products; `--path auto` picks each
 //! product per run (moe/expert/auto.rs). Both kernel families take `MmqParams` and give the
-//! same bytes, so any mix gives the reference's.
+//! same bytes, so any mix gives the reference's. The choice types and options: products.rs.
 
 use cudarc::driver::{CudaFunction, CudaSlice, LaunchConfig, PushKernelArg};
 use gpu::layout::{
@@ -20,7 +20,7 @@ use super::{
 };
 use crate::device::{Gpu, KArg, dptr};
 use crate::error::{DriverOp, Result};
-use crate::moe::expert::mmq::{self, MmqChoice, MmqKernel, MmqKernels};
+use crate::moe::expert::mmq::{MmqKernel, MmqKernels};
 use crate::moe::expert::mmq_lists::MmqLists;
 use crate::moe::expert::tiles::TileRepr;
 use crate::moe::expert::ws::{self, WsOptions};
@@ -29,62 +29,7 @@ use crate::moe::path::ExpertPath;
 use crate::moe::swiglu_quant::SwigluQuantPlan;
 use crate::problem::{MoeShape, SwigluQuantShape};
 
-/// The kernel family that runs one product.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Product {
-    Mmq,
-    Ws,
-}
-
-impl Product {
-    pub const fn path(self) -> ExpertPath {
-        match self {
-            Product::Mmq => ExpertPath::Mmq,
-            Product::Ws => ExpertPath::Ws,
-        }
-    }
-}
-
-/// How a split plan picks its products for a run: fixed, or from the run's rows per routed
-/// expert (auto's table).
-pub enum SplitChoice {
-    Fixed([Product; 2]),
-    PerRun(Box<dyn Fn(usize) -> [Product; 2]>),
-}
-
-impl SplitChoice {
-    fn may_use(&self, p: Product) -> bool {
-        match self {
-            SplitChoice::Fixed(f) => f.contains(&p),
-            SplitChoice::PerRun(_) => true,
-        }
-    }
-}
-
-/// How a split plan's products run: the weight-stationary options and the MMQ kernel choice.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct SplitOptions {
-    pub ws: WsOptions,
-    pub mmq: MmqChoice,
-}
-
-impl SplitOptions {
-    /// From the environment (`MOE_WS_FAST`, `MOE_WS_COLS`, `MOE_MMQ_KERNEL`).
-    pub fn from_env() -> Result<SplitOptions> {
-        Ok(SplitOptions {
-            ws: WsOptions::from_env(),
-            mmq: MmqChoice::from_env()?,
-        })
-    }
-}
-
-/// Why a product family cannot run this shape, if it cannot.
-pub fn eligible(p: Product, s: &MoeShape) -> Result<()> {
-    match p {
-        Product::Mmq => mmq::eligible(s),
-        Product::Ws => ws::eligible(s),
-    }
-}
+pub use super::products::{Product, SplitChoice, SplitOptions, eligible};
 
 /// A split plan: the tile lists of the product families it may use and the GU / H scratch for
 /// up to `cap_rows` rows.
