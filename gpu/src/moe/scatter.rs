@@ -10,12 +10,11 @@
 //! 3. `moe_scatter_place`: CTA of 256 threads per group of 32 tokens (`SCATTER_PLACE_TOKENS`);
 //!    its threads load the chunk's row counters into shared memory, advance them past the
 //!    chunk's tokens before the group (shared atomic counts, 8 loads in flight each) and stage
-//!    the group's ids; then one warp places the group, a lane per token: each lane
-//!    sets its token's bit in the mask of each of its experts, then a row's place is the
-//!    expert's counter plus the group's earlier tokens of that expert (the mask's lower bits).
-//!    Within an expert, rows
-//!    follow token order (as ggml's `mm_ids_helper`). Writes `row_token`, `row_dst`
-//!    (token * top_k + slot) and `row_of` (its inverse).
+//!    the group's ids; then one warp places the group, a lane per token: each lane sets its
+//!    token's bit in the mask of each of its experts, then a row's place is the expert's
+//!    counter plus the group's earlier tokens of that expert (the mask's lower bits). Within an
+//!    expert, rows follow token order (as ggml's `mm_ids_helper`). Writes `row_token`,
+//!    `row_dst` (token * top_k + slot) and `row_of` (its inverse).
 //! 4. `moe_scatter_quantize`: CTA per token, 8 warps over the 128-value chunks of its row:
 //!    quantizes the token's activations to q8_1 D4 once and writes them to every row the token
 //!    was routed to.
