@@ -155,6 +155,10 @@ pub struct ScatterParams {
     pub x: u64,
     /// `*mut BlockQ8_1Mmq` `[padded_k(hidden) / 128][n_tokens * top_k]`
     pub xq: u64,
+    /// `*mut BlockQ8_1Mmq` `[padded_k(hidden) / 128][n_tokens]`: each token's q8_1 blocks,
+    /// which the gather copies to the token's rows of `xq`; or 0: the quantizer writes the rows
+    /// (below `SCATTER_GATHER_MIN_ROWS` rows)
+    pub xt: u64,
     pub n_tokens: u32,
     pub top_k: u32,
     pub n_experts: u32,
@@ -207,7 +211,7 @@ const _: () = assert!(size_of::<MmqTile>() == 16);
 const _: () = assert!(size_of::<ExpertTilesParams>() == 32);
 const _: () = assert!(size_of::<MmqParams>() == 80);
 const _: () = assert!(size_of::<RouteParams>() == 48);
-const _: () = assert!(size_of::<ScatterParams>() == 80);
+const _: () = assert!(size_of::<ScatterParams>() == 88);
 const _: () = assert!(size_of::<CombineParams>() == 40);
 
 /// Parameters of the fused expert kernels `moe_experts_<gate_up>_fused`: per CTA one

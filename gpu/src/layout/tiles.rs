@@ -101,6 +101,16 @@ pub const SCATTER_PLACE_TOKENS: usize = 32;
 /// Threads of a `moe_scatter_place` CTA: all stage its counters (its chunk's, advanced past the
 /// chunk's earlier tokens) and ids, then one warp places its group's rows.
 pub const SCATTER_PLACE_THREADS: usize = 256;
+/// Threads of a `moe_scatter_gather` CTA, and the 16-byte pieces each copies (loads first):
+/// a CTA copies `SCATTER_GATHER_THREADS * SCATTER_GATHER_PIECES` consecutive pieces of one
+/// K chunk's blocks.
+pub const SCATTER_GATHER_THREADS: usize = 256;
+pub const SCATTER_GATHER_PIECES: usize = 4;
+/// Rows (tokens x top-k) from which the scatter quantizes each token into a token buffer and
+/// gathers the rows from it (`moe_scatter_gather`) instead of writing every row from the
+/// quantizer. Measured on the H200 (BENCHMARKS.md, reference shape): scatter 0.336 -> 0.238
+/// ms at 163,840 rows, 0.0565 -> 0.055 at 20,480, 0.033 -> 0.037 at 5,120.
+pub const SCATTER_GATHER_MIN_ROWS: usize = 16_384;
 /// Shared memory of a CTA prefix sum (`moe_scatter_offsets`, `moe_expert_tiles`): one u32 per
 /// warp of up to 1,024 threads.
 pub const CTA_SCAN_SMEM: usize = 4 * 32;

@@ -128,16 +128,16 @@ pub unsafe fn st_f32(p: *mut f32, v: f32) {
     }
 }
 
-/// `st.global.v4.f32` [9.7.9.9].
+/// `st.global.v4.b32` [9.7.9.9].
 ///
 /// # Safety
 /// `p` must be a 16-byte aligned global address this thread may write.
 #[inline(always)]
-pub unsafe fn st_v4_f32(p: *mut f32, v: [f32; 4]) {
+pub unsafe fn st_v4_u32(p: *mut u32, v: [u32; 4]) {
     // SAFETY: the caller guarantees alignment and validity.
     unsafe {
         asm!(
-            "st.global.v4.f32 [{p}], {{{a}, {b}, {c}, {d}}};",
+            "st.global.v4.b32 [{p}], {{{a}, {b}, {c}, {d}}};",
             p = in(reg64) p,
             a = in(reg32) v[0],
             b = in(reg32) v[1],
@@ -146,6 +146,16 @@ pub unsafe fn st_v4_f32(p: *mut f32, v: [f32; 4]) {
             options(nostack)
         );
     }
+}
+
+/// `st.global.v4.f32` [9.7.9.9] (as [`st_v4_u32`] on the values' bits).
+///
+/// # Safety
+/// `p` must be a 16-byte aligned global address this thread may write.
+#[inline(always)]
+pub unsafe fn st_v4_f32(p: *mut f32, v: [f32; 4]) {
+    // SAFETY: forwarded contract.
+    unsafe { st_v4_u32(p as *mut u32, v.map(f32::to_bits)) }
 }
 
 /// `prmt.b32 d, a, b, sel`: byte i of d is byte `sel >> 4i & 7` of the 8 bytes `b:a` (a

@@ -46,6 +46,7 @@ kernels!(
     moe_scatter_offsets,
     moe_scatter_place,
     moe_scatter_quantize,
+    moe_scatter_gather,
     moe_expert_tiles,
     moe_combine,
     probe_params_echo,

@@ -78,6 +78,8 @@ pub struct Prefill {
     row_dst: CudaSlice<u32>,
     row_of: CudaSlice<u32>,
     xq: CudaSlice<u8>,
+    /// Each token's q8_1 blocks (the scatter's step 4), copied to its rows of `xq`.
+    xt: CudaSlice<u8>,
     dm: CudaSlice<f32>,
     out: CudaSlice<f32>,
     events: Vec<CudaEvent>,
@@ -138,6 +140,15 @@ impl Prefill {
                 shape.hidden_padded() / MMQ_BLOCK_VALUES * rows * Q8_1_MMQ_BYTES,
                 p,
             )?,
+            // (Only a run of as many rows as the gather takes uses it.)
+            xt: gpu.alloc_filled(
+                if scatter::gathers(rows) {
+                    scatter::token_blocks_bytes(cap_tokens, shape.hidden)
+                } else {
+                    16
+                },
+                p,
+            )?,
             dm: gpu.alloc_filled(rows * shape.hidden, p)?,
             out: gpu.alloc_filled(cap_tokens.max(1) * shape.hidden, p)?,
             events: (0..PRE_STAGES.len() + plan.max_stages() + POST_STAGES.len() + 1)
@@ -159,6 +170,7 @@ impl Prefill {
         gpu.fill(&mut self.row_dst, byte)?;
         gpu.fill(&mut self.row_of, byte)?;
         gpu.fill(&mut self.xq, byte)?;
+        gpu.fill(&mut self.xt, byte)?;
         self.plan.poison(gpu, byte)?;
         gpu.fill(&mut self.dm, byte)?;
         gpu.fill(&mut self.out, byte)
@@ -271,6 +283,11 @@ impl Prefill {
             row_of: dptr(&self.row_of, st),
             x: dptr(x, st),
             xq: dptr(&self.xq, st),
+            xt: if scatter::gathers(n_rows) {
+                dptr(&self.xt, st)
+            } else {
+                0
+            },
             n_tokens: n_tokens as u32,
             top_k: s.top_k as u32,
             n_experts: s.n_experts as u32,

@@ -1,11 +1,13 @@
-//! Launchers of the scatter kernels (gpu/src/moe/scatter.rs): count, offsets, place, quantize.
+//! Launchers of the scatter kernels (gpu/src/moe/scatter.rs): count, offsets, place, quantize,
+//! gather.
 //! CPU twin: host/src/reference/scatter.rs.
 
 use cudarc::driver::{LaunchConfig, PushKernelArg};
 use gpu::layout::{
-    CTA_SCAN_SMEM, MAX_EXPERTS, QUANT_BLOCK_THREADS, SCATTER_CHUNK, SCATTER_COUNT_THREADS,
-    SCATTER_OFFSETS_THREADS, SCATTER_PLACE_THREADS, SCATTER_PLACE_TOKENS, ScatterParams,
-    scatter_place_smem,
+    CTA_SCAN_SMEM, MAX_EXPERTS, MMQ_BLOCK_VALUES, Q8_1_MMQ_BYTES, QUANT_BLOCK_THREADS,
+    SCATTER_CHUNK, SCATTER_COUNT_THREADS, SCATTER_GATHER_MIN_ROWS, SCATTER_GATHER_PIECES,
+    SCATTER_GATHER_THREADS, SCATTER_OFFSETS_THREADS, SCATTER_PLACE_THREADS, SCATTER_PLACE_TOKENS,
+    ScatterParams, padded_k, scatter_place_smem,
 };
 
 use crate::device::{Gpu, KArg};
@@ -30,11 +32,13 @@ pub fn check(n_tokens: usize, top_k: usize, n_experts: usize, hidden: usize) -> 
             "a positive multiple of 4",
         ));
     }
-    if n_tokens * top_k > u32::MAX as usize / 2 || n_tokens > i32::MAX as usize {
+    // (The gather counts the rows' 16-byte pieces in 32 bits.)
+    let max_rows = u32::MAX as usize / (Q8_1_MMQ_BYTES / 16);
+    if n_tokens * top_k > max_rows || n_tokens > i32::MAX as usize {
         return Err(shape(
             "moe_scatter: rows (tokens x top-k)",
             n_tokens * top_k,
-            "below 2^31",
+            format!("at most {max_rows}"),
         ));
     }
     Ok(())
@@ -45,7 +49,19 @@ pub fn chunk_counts_len(n_tokens: usize, n_experts: usize) -> usize {
     n_tokens.div_ceil(SCATTER_CHUNK).max(1) * n_experts
 }
 
-/// Queues the four scatter kernels. `p` holds the device addresses of every buffer; the caller
+/// Bytes of the per-token q8_1 buffer (`ScatterParams::xt`) for `n_tokens` rows of `hidden`.
+pub fn token_blocks_bytes(n_tokens: usize, hidden: usize) -> usize {
+    padded_k(hidden) / MMQ_BLOCK_VALUES * n_tokens * Q8_1_MMQ_BYTES
+}
+
+/// Whether a run of `n_rows` rows quantizes into the token buffer and gathers the rows from it
+/// (`ScatterParams::xt` set: `gpu::layout::SCATTER_GATHER_MIN_ROWS`).
+pub fn gathers(n_rows: usize) -> bool {
+    n_rows >= SCATTER_GATHER_MIN_ROWS
+}
+
+/// Queues the scatter kernels: count, offsets, place, quantize, and the gather when `p.xt` is
+/// set ([`gathers`]). `p` holds the device addresses of every buffer; the caller
 /// (moe::prefill) sized them for `n_tokens`.
 ///
 /// # Safety
@@ -85,7 +101,12 @@ pub unsafe fn launch(gpu: &Gpu, p: ScatterParams) -> Result<()> {
         block_dim: (threads, 1, 1),
         shared_mem_bytes: smem,
     };
-    // SAFETY (all four): buffers sized by the caller per ScatterParams; grids as the kernels'
+    let n_kc = (padded_k(p.hidden as usize) / MMQ_BLOCK_VALUES) as u32;
+    let n_rows = p.n_tokens as usize * p.top_k as usize;
+    let gather = p.xt != 0;
+    let pieces = n_rows * (Q8_1_MMQ_BYTES / 16);
+    let gather_ctas = pieces.div_ceil(SCATTER_GATHER_THREADS * SCATTER_GATHER_PIECES) as u32;
+    // SAFETY (every launch): buffers sized by the caller per ScatterParams; grids as the kernels'
     // docs require.
     unsafe {
         s.launch_builder(&k.moe_scatter_count)
@@ -120,6 +141,41 @@ pub unsafe fn launch(gpu: &Gpu, p: ScatterParams) -> Result<()> {
             .arg(&arg)
             .launch(cfg((p.n_tokens, 1, 1), QUANT_BLOCK_THREADS as u32, 0))
             .op("launch moe_scatter_quantize")?;
+        if gather {
+            s.launch_builder(&k.moe_scatter_gather)
+                .arg(&arg)
+                .launch(cfg(
+                    (gather_ctas, n_kc, 1),
+                    SCATTER_GATHER_THREADS as u32,
+                    0,
+                ))
+                .op("launch moe_scatter_gather")?;
+        }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn limits_and_the_gather_rule() {
+        assert!(check(16_384, 10, 512, 2560).is_ok());
+        assert!(check(1, 0, 512, 2560).is_err());
+        assert!(check(1, 33, 512, 2560).is_err());
+        assert!(check(1, 10, 0, 2560).is_err());
+        assert!(check(1, 10, MAX_EXPERTS + 1, 2560).is_err());
+        assert!(check(1, 10, 512, 2562).is_err());
+        // The gather's 32-bit piece count: 9 pieces per row.
+        let max_rows = u32::MAX as usize / 9;
+        assert!(check(max_rows, 1, 512, 2560).is_ok());
+        let e = check(max_rows + 1, 1, 512, 2560).unwrap_err().to_string();
+        assert!(e.contains("rows"), "{e}");
+        // The reference shape gathers from T = 1,639 (16,390 rows).
+        assert!(!gathers(1638 * 10) && gathers(1639 * 10));
+        assert_eq!(token_blocks_bytes(512, 2560), 20 * 512 * 144);
+        // Rows padded to 512 values (ggml's MATRIX_ROW_PADDING): 4 blocks.
+        assert_eq!(token_blocks_bytes(3, 100), 3 * 4 * 144);
+    }
 }
