@@ -119,6 +119,8 @@ host_pod!(
 const _: () = assert!(size_of::<BlockQ8_1Mmq>() == 144);
 /// Bytes of one [`BlockQ8_1Mmq`] (128 values): the unit of every q8_1 activation buffer.
 pub const Q8_1_MMQ_BYTES: usize = size_of::<BlockQ8_1Mmq>();
+/// 16-byte pieces of one [`BlockQ8_1Mmq`] (the unit of the copies that move whole blocks).
+pub const Q8_1_MMQ_PIECES: usize = Q8_1_MMQ_BYTES / 16;
 const _: () = assert!(size_of::<BlockQ8_0>() == 34);
 const _: () = assert!(size_of::<BlockQ2_0>() == 18);
 const _: () = assert!(size_of::<BlockIq4Nl>() == 18);

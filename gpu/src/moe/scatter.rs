@@ -26,7 +26,7 @@
 //!    us more than step 4 alone at T = 512 (a launch, and a buffer written and read again).
 
 use crate::layout::{
-    BlockQ8_1Mmq, MMQ_BLOCK_VALUES, Q8_1_MMQ_BYTES, QUANT_WARPS, SCATTER_CHUNK,
+    BlockQ8_1Mmq, MMQ_BLOCK_VALUES, Q8_1_MMQ_BYTES, Q8_1_MMQ_PIECES, QUANT_WARPS, SCATTER_CHUNK,
     SCATTER_COUNT_THREADS, SCATTER_GATHER_PIECES, SCATTER_GATHER_THREADS, SCATTER_OFFSETS_THREADS,
     SCATTER_PLACE_THREADS, SCATTER_PLACE_TOKENS, ScatterParams, padded_k,
 };
@@ -294,7 +294,7 @@ pub unsafe extern "ptx-kernel" fn moe_scatter_quantize(p: ScatterParams) {
 #[unsafe(no_mangle)]
 pub unsafe extern "ptx-kernel" fn moe_scatter_gather(p: ScatterParams) {
     const THREADS: u32 = SCATTER_GATHER_THREADS as u32;
-    const PIECES: u32 = (Q8_1_MMQ_BYTES / 16) as u32;
+    const PIECES: u32 = Q8_1_MMQ_PIECES as u32;
     let n_rows = p.n_tokens * p.top_k;
     let total = n_rows * PIECES;
     let kc = ctaid_y() as u64;

@@ -255,11 +255,7 @@ impl Prefill {
             row_of: dptr(&self.row_of, st),
             x: dptr(x, st),
             xq: dptr(&self.xq, st),
-            xt: if scatter::gathers(n_rows) {
-                dptr(&self.xt, st)
-            } else {
-                0
-            },
+            xt: dptr(&self.xt, st),
             n_tokens: n_tokens as u32,
             top_k: s.top_k as u32,
             n_experts: s.n_experts as u32,

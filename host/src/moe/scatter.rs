@@ -4,10 +4,10 @@
 
 use cudarc::driver::{LaunchConfig, PushKernelArg};
 use gpu::layout::{
-    CTA_SCAN_SMEM, MAX_EXPERTS, MMQ_BLOCK_VALUES, Q8_1_MMQ_BYTES, QUANT_BLOCK_THREADS,
-    SCATTER_CHUNK, SCATTER_COUNT_THREADS, SCATTER_GATHER_MIN_ROWS, SCATTER_GATHER_PIECES,
-    SCATTER_GATHER_THREADS, SCATTER_OFFSETS_THREADS, SCATTER_PLACE_THREADS, SCATTER_PLACE_TOKENS,
-    ScatterParams, padded_k, scatter_place_smem,
+    CTA_SCAN_SMEM, MAX_EXPERTS, MMQ_BLOCK_VALUES, Q8_1_MMQ_BYTES, Q8_1_MMQ_PIECES,
+    QUANT_BLOCK_THREADS, SCATTER_CHUNK, SCATTER_COUNT_THREADS, SCATTER_GATHER_MIN_ROWS,
+    SCATTER_GATHER_PIECES, SCATTER_GATHER_THREADS, SCATTER_OFFSETS_THREADS, SCATTER_PLACE_THREADS,
+    SCATTER_PLACE_TOKENS, ScatterParams, padded_k, scatter_place_smem,
 };
 
 use crate::device::{Gpu, KArg};
@@ -33,7 +33,7 @@ pub fn check(n_tokens: usize, top_k: usize, n_experts: usize, hidden: usize) -> 
         ));
     }
     // (The gather counts the rows' 16-byte pieces in 32 bits.)
-    let max_rows = u32::MAX as usize / (Q8_1_MMQ_BYTES / 16);
+    let max_rows = u32::MAX as usize / Q8_1_MMQ_PIECES;
     if n_tokens * top_k > max_rows || n_tokens > i32::MAX as usize {
         return Err(shape(
             "moe_scatter: rows (tokens x top-k)",
@@ -60,21 +60,26 @@ pub fn gathers(n_rows: usize) -> bool {
     n_rows >= SCATTER_GATHER_MIN_ROWS
 }
 
-/// Queues the scatter kernels: count, offsets, place, quantize, and the gather when `p.xt` is
-/// set ([`gathers`]). `p` holds the device addresses of every buffer; the caller
-/// (moe::prefill) sized them for `n_tokens`.
+/// Queues the scatter kernels: count, offsets, place, quantize, and, where the run [`gathers`],
+/// the gather (else `p.xt` is cleared and the quantizer writes the rows). `p` holds the device
+/// addresses of every buffer; the caller (moe::prefill) sized them for `n_tokens`.
 ///
 /// # Safety
 /// Every pointer in `p` must be a live device buffer of the size `gpu::layout::ScatterParams`
-/// describes for `p.n_tokens`, `p.top_k`, `p.n_experts`, `p.hidden`; ids valid (below
-/// n_experts, distinct per token).
-pub unsafe fn launch(gpu: &Gpu, p: ScatterParams) -> Result<()> {
+/// describes for `p.n_tokens`, `p.top_k`, `p.n_experts`, `p.hidden` (`xt` only where the run
+/// gathers); ids valid (below n_experts, distinct per token).
+pub unsafe fn launch(gpu: &Gpu, mut p: ScatterParams) -> Result<()> {
     check(
         p.n_tokens as usize,
         p.top_k as usize,
         p.n_experts as usize,
         p.hidden as usize,
     )?;
+    let n_rows = p.n_tokens as usize * p.top_k as usize;
+    let gather = gathers(n_rows);
+    if !gather {
+        p.xt = 0;
+    }
     let n_chunks = (p.n_tokens as usize).div_ceil(SCATTER_CHUNK);
     let smem = 4 * p.n_experts;
     let arg = KArg(p);
@@ -102,9 +107,7 @@ pub unsafe fn launch(gpu: &Gpu, p: ScatterParams) -> Result<()> {
         shared_mem_bytes: smem,
     };
     let n_kc = (padded_k(p.hidden as usize) / MMQ_BLOCK_VALUES) as u32;
-    let n_rows = p.n_tokens as usize * p.top_k as usize;
-    let gather = p.xt != 0;
-    let pieces = n_rows * (Q8_1_MMQ_BYTES / 16);
+    let pieces = n_rows * Q8_1_MMQ_PIECES;
     let gather_ctas = pieces.div_ceil(SCATTER_GATHER_THREADS * SCATTER_GATHER_PIECES) as u32;
     // SAFETY (every launch): buffers sized by the caller per ScatterParams; grids as the kernels'
     // docs require.

@@ -9,13 +9,13 @@
 use crate::formats::{Shared, WeightBlock};
 use crate::layout::{
     FUSED_COL_UNIT, FUSED_FFN_PASS, FUSED_ROWS, FUSED_THREADS, FusedParams, FusedSmem, MMQ_KSTEP,
-    MMQ_SMEM_ROW, MmqTile, Q8_1_MMQ_BYTES, fused_slot_bytes, fused_stage_row_bytes,
-    fused_sub_steps,
+    MMQ_SMEM_ROW, MmqTile, Q8_1_MMQ_BYTES, Q8_1_MMQ_PIECES, fused_slot_bytes,
+    fused_stage_row_bytes, fused_sub_steps,
 };
 use crate::ptx::{cp_async_16, st_shared_u32, st_shared_v4, tid_x};
 
 /// 16-byte pieces of one q8_1 D4 block.
-const PIECES: u32 = (Q8_1_MMQ_BYTES / 16) as u32;
+const PIECES: u32 = Q8_1_MMQ_PIECES as u32;
 
 /// Which product a stage belongs to, and where in it.
 #[derive(Clone, Copy)]

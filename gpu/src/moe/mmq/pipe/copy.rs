@@ -16,14 +16,14 @@
 
 use super::Cta;
 use crate::formats::WeightBlock;
-#[cfg(not(gpu_sm90))]
-use crate::layout::MMQ_SMEM_ROW;
 #[cfg(gpu_sm90)]
 use crate::layout::{MMQ_PIPE_BAR_ARRIVALS, MMQ_PIPE_BAR_BYTES};
 use crate::layout::{
     MMQ_ROWS, MMQ_THREADS, MmqParams, Q8_1_MMQ_BYTES, fused_slot_bytes, fused_stage_row_bytes,
     fused_sub_steps,
 };
+#[cfg(not(gpu_sm90))]
+use crate::layout::{MMQ_SMEM_ROW, Q8_1_MMQ_PIECES};
 #[cfg(gpu_sm90)]
 use crate::ptx::{bulk_copy, fence_mbar_init, mbar_arrive_expect_tx, mbar_init, mbar_wait};
 use crate::ptx::{cp_async_16, cp_async_commit, cp_async_wait, sync_threads, tid_x};
@@ -102,7 +102,7 @@ pub(super) unsafe fn issue<B: WeightBlock>(p: &MmqParams, c: &Cta, j: u32) {
     #[cfg(not(gpu_sm90))]
     {
         const ROW: u32 = MMQ_SMEM_ROW as u32;
-        const PIECES: u32 = (Q8_1_MMQ_BYTES / 16) as u32;
+        const PIECES: u32 = Q8_1_MMQ_PIECES as u32;
         let buf = c.acts(j);
         let mut idx = tid;
         // Only the tile's live columns (10 of 64 at 10 rows per expert).
