@@ -65,7 +65,10 @@ pub fn sync_threads() {
 }
 
 /// `shfl.sync.bfly.b32 d, v, lane_mask, 0x1f, 0xffffffff` [9.7.9.6]: the value of lane
-/// `lane ^ lane_mask`. All 32 lanes must take part.
+/// `lane ^ lane_mask`. All 32 lanes must take part. Not `pure` (as `shfl_up_u32`): LLVM moves a
+/// pure asm into the branch that uses its result, and a shuffle that only some lanes reach
+/// never completes - the gate/up SwiGLU epilogue's shuffles were sunk under its `if g == 0`
+/// store, and the kernel hung on the H200.
 #[inline(always)]
 pub fn shfl_xor_f32(v: f32, lane_mask: u32) -> f32 {
     let r: f32;
@@ -76,7 +79,7 @@ pub fn shfl_xor_f32(v: f32, lane_mask: u32) -> f32 {
             r = out(reg32) r,
             v = in(reg32) v,
             m = in(reg32) lane_mask,
-            options(pure, nomem, nostack)
+            options(nomem, nostack)
         );
     }
     r
