@@ -375,9 +375,9 @@ fn expert_row_counts_at_tile_edges() {
         let mut pfs = pipelines(&gpu, &s, t);
         assert_eq!(
             pfs.len(),
-            7,
-            "mmq, fused, ws, ws fast, mmq on its classic kernel and on narrow tiles, and auto run \
-             this shape"
+            9,
+            "mmq, fused, ws, ws fast, mmq on its classic kernel, on narrow tiles, with SwiGLU in \
+             the gate/up epilogue and in its own kernel, and auto run this shape"
         );
         let label = format!(
             "row counts {counts:?} top-{k} {}/{}",

@@ -225,6 +225,25 @@ impl MmqPipeSmem {
     }
 }
 
+/// The SwiGLU + q8_1 epilogue of the gate/up kernels `moe_mmq_(pipe|narrow)_swiglu_<type>`
+/// (gpu/src/moe/mmq/pipe/swiglu.rs). Their 128 tile rows are 64 gate rows and the 64 up rows of
+/// the same features (rows `16 i .. 16 i + 7` gate features `8 i ..`, the next 8 up), so a CTA
+/// makes 64 values of H (half a D4 block) per column. The epilogue's shared memory, laid over
+/// the decoded tiles once the K loop is done: the warps' partial maxima `[warp][column]` f32,
+/// the int8 H values `[column][MMQ_SWIGLU_QS_ROW]`, the two group scales `[column][2]` f32.
+pub const MMQ_SWIGLU_FEATURES: usize = MMQ_ROWS / 2;
+/// Bytes per column of the epilogue's int8 staging (64 values, 16-byte aligned rows).
+pub const MMQ_SWIGLU_QS_ROW: usize = MMQ_SWIGLU_FEATURES + 16;
+/// Offsets of the epilogue's three arrays and its total (see [`MMQ_SWIGLU_FEATURES`]).
+pub const MMQ_SWIGLU_QS: usize = 8 * MMQ_COLS * 4;
+pub const MMQ_SWIGLU_D: usize = MMQ_SWIGLU_QS + MMQ_COLS * MMQ_SWIGLU_QS_ROW;
+pub const MMQ_SWIGLU_SMEM: usize = MMQ_SWIGLU_D + MMQ_COLS * 2 * 4;
+// The epilogue fits the two decoded tiles it overlays (each at least the int8 tile).
+const _: () = assert!(MMQ_SWIGLU_SMEM <= 2 * MMQ_ROWS * MMQ_SMEM_ROW);
+// Half a D4 block per CTA: two 32-value groups, 16-byte aligned in the block's values.
+const _: () =
+    assert!(2 * MMQ_SWIGLU_FEATURES == MMQ_KSTEP && MMQ_SWIGLU_FEATURES.is_multiple_of(32));
+
 // A K step is one D4 block per column: the tile rows' stride is one block.
 const _: () = assert!(MMQ_SMEM_ROW == Q8_1_MMQ_BYTES && MMQ_KSTEP == 128);
 

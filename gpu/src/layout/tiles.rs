@@ -43,11 +43,13 @@ pub const MMQ_NARROW_MAX_REGISTERS: u32 = 80;
 
 macro_rules! mma_register_caps {
     ($(($w:ident, $b:ident, $gu:ident, $dn:ident, $f:ident, $fw:ident, $pipe:ident,
-        $narrow:ident $(, $rest:ident)*)),* $(,)?) => {
+        $narrow:ident, $pipe_sw:ident, $narrow_sw:ident $(, $rest:ident)*)),* $(,)?) => {
         &[
             SWIGLU_QUANT_CAP,
             $((stringify!($pipe), MMQ_PIPE_MAX_REGISTERS),
-            (stringify!($narrow), MMQ_NARROW_MAX_REGISTERS)),*
+            (stringify!($narrow), MMQ_NARROW_MAX_REGISTERS),
+            (stringify!($pipe_sw), MMQ_PIPE_MAX_REGISTERS),
+            (stringify!($narrow_sw), MMQ_NARROW_MAX_REGISTERS)),*
         ]
     };
 }

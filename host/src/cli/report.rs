@@ -3,6 +3,7 @@
 
 use gpu::layout::{MMQ_BLOCK_VALUES, Q8_1_MMQ_BYTES, WType, padded_k};
 use host::device::Gpu;
+use host::moe::expert::split::GATE_UP_SWIGLU;
 use host::moe::prefill::{Prefill, StageTimes};
 use host::problem::{LayerWeights, MoeShape, Routing, SwigluQuantShape};
 use host::reference;
@@ -111,7 +112,7 @@ pub fn print_table(
         match name {
             "route" => (t as f64 * s.n_experts as f64 * 4.0, "GB/s"),
             "scatter" => (t as f64 * h * 4.0 + rows * act(s.hidden), "GB/s"),
-            "gate_up" => (gate_up_ops, "TOPS"),
+            "gate_up" | GATE_UP_SWIGLU => (gate_up_ops, "TOPS"),
             "swiglu_quant" => (
                 SwigluQuantShape::dense(t * s.top_k, s.ffn, false).fused_bytes() as f64,
                 "GB/s",

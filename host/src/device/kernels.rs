@@ -74,6 +74,9 @@ pub struct FormatKernels {
     mmq_pipe: Option<CudaFunction>,
     /// `moe_mmq_narrow_<wtype>`: its narrow shape (16-row tiles)
     mmq_narrow: Option<CudaFunction>,
+    /// `moe_mmq_pipe_swiglu_<wtype>`, `moe_mmq_narrow_swiglu_<wtype>`: both as the gate/up
+    /// product with the SwiGLU + q8_1 epilogue (H out instead of gate and up)
+    mmq_swiglu: [Option<CudaFunction>; 2],
     /// `moe_ws_<wtype>_c16`, `_c32`, `_c64`: the weight-stationary product for each tier of
     /// `gpu::layout::WS_COLS` (either product).
     pub ws: [CudaFunction; 3],
@@ -87,12 +90,12 @@ pub struct FormatKernels {
 }
 
 /// Kernels per weight format.
-pub const FORMAT_KERNELS: usize = 11;
+pub const FORMAT_KERNELS: usize = 13;
 /// The first `MMA_KERNELS` of a format's kernels (`format_kernel_names`) are its tensor-core
-/// ones (MMQ gate/up and down, fused, fused_wide and the pipelined MMQ, wide and narrow),
-/// absent below
+/// ones (MMQ gate/up and down, fused, fused_wide, the pipelined MMQ, wide and narrow, and both
+/// with the SwiGLU epilogue), absent below
 /// [`ptx::MMA_MIN_ARCH`].
-pub const MMA_KERNELS: usize = 6;
+pub const MMA_KERNELS: usize = 8;
 
 impl FormatKernels {
     /// `moe_gate_up_<wtype>_mmq`; `Error::Unsupported` when the loaded module has none.
@@ -132,6 +135,18 @@ impl FormatKernels {
         ))
     }
 
+    /// The gate/up product with the SwiGLU + q8_1 epilogue, wide (`moe_mmq_pipe_swiglu_<wtype>`)
+    /// or narrow (`moe_mmq_narrow_swiglu_<wtype>`), with its name; `Error::Unsupported` when
+    /// the loaded module has none.
+    pub fn mmq_swiglu(&self, narrow: bool) -> Result<(&CudaFunction, &'static str)> {
+        const SWIGLU: usize = 6;
+        let i = narrow as usize;
+        Ok((
+            self.tensor_core(&self.mmq_swiglu[i], SWIGLU + i)?,
+            self.names[SWIGLU + i],
+        ))
+    }
+
     /// The weight-stationary kernel of tier `tier` (index into `gpu::layout::WS_COLS`), or its
     /// `_fast` form where `fast` is `Some(i)` (index into `gpu::layout::WS_FAST_COLS`), with its
     /// name.
@@ -158,11 +173,13 @@ impl FormatKernels {
 
 macro_rules! format_table {
     ($(($w:ident, $b:ident, $gate_up:ident, $down:ident, $fused:ident, $wide:ident,
-        $pipe:ident, $narrow:ident, $c16:ident, $c32:ident, $c64:ident, $fast16:ident, $fast32:ident)),* $(,)?) => {
+        $pipe:ident, $narrow:ident, $pipe_sw:ident, $narrow_sw:ident, $c16:ident, $c32:ident,
+        $c64:ident, $fast16:ident, $fast32:ident)),* $(,)?) => {
         /// Names of the per-format kernels, in list order.
         const FORMAT_KERNEL_NAMES: &[&str] = &[$(
             stringify!($gate_up), stringify!($down), stringify!($fused), stringify!($wide),
-            stringify!($pipe), stringify!($narrow), stringify!($c16), stringify!($c32), stringify!($c64),
+            stringify!($pipe), stringify!($narrow), stringify!($pipe_sw), stringify!($narrow_sw),
+            stringify!($c16), stringify!($c32), stringify!($c64),
             stringify!($fast16),
             stringify!($fast32)
         ),*];
@@ -172,7 +189,8 @@ macro_rules! format_table {
             match w {
                 $(WType::$w => [
                     stringify!($gate_up), stringify!($down), stringify!($fused), stringify!($wide),
-                    stringify!($pipe), stringify!($narrow), stringify!($c16), stringify!($c32),
+                    stringify!($pipe), stringify!($narrow), stringify!($pipe_sw),
+                    stringify!($narrow_sw), stringify!($c16), stringify!($c32),
                     stringify!($c64),
                     stringify!($fast16), stringify!($fast32)
                 ],)*
@@ -196,6 +214,7 @@ macro_rules! format_table {
                 fused_wide: mma(stringify!($wide))?,
                 mmq_pipe: mma(stringify!($pipe))?,
                 mmq_narrow: mma(stringify!($narrow))?,
+                mmq_swiglu: [mma(stringify!($pipe_sw))?, mma(stringify!($narrow_sw))?],
                 ws: [
                     load(module, stringify!($c16))?,
                     load(module, stringify!($c32))?,
@@ -265,7 +284,9 @@ mod tests {
                 "moe_experts_q2_0_fused",
                 "moe_experts_q2_0_fused_wide",
                 "moe_mmq_pipe_q2_0",
-                "moe_mmq_narrow_q2_0"
+                "moe_mmq_narrow_q2_0",
+                "moe_mmq_pipe_swiglu_q2_0",
+                "moe_mmq_narrow_swiglu_q2_0"
             ]
         );
         assert_eq!(

@@ -4,7 +4,7 @@
 use gpu::layout::WType;
 use host::device::Gpu;
 use host::moe::expert::mmq::MmqChoice;
-use host::moe::expert::split::{Product, SplitOptions};
+use host::moe::expert::split::{Product, SplitOptions, SwigluAt};
 use host::moe::expert::ws::WsOptions;
 use host::moe::layer::DeviceLayer;
 use host::moe::path::{self, ExpertPath, PathChoice};
@@ -43,8 +43,9 @@ pub fn split_pipeline(
 
 /// One pipeline per expert path that can run `s` here (MMQ and weight-stationary always; fused
 /// where eligible), the weight-stationary path with WS_FAST, the MMQ path on its classic kernel
-/// (the plain MMQ pipeline runs the pipelined one where it fits, as on every GPU we test on) and
-/// on narrow tiles at every row count, and one that chooses per run (`auto`).
+/// (the plain MMQ pipeline runs the pipelined one where it fits, as on every GPU we test on), on
+/// narrow tiles at every row count, with SwiGLU in the gate/up epilogue and in its own kernel at
+/// every row count, and one that chooses per run (`auto`).
 pub fn pipelines(gpu: &Gpu, s: &MoeShape, cap: usize) -> Vec<Prefill> {
     let mut pfs: Vec<Prefill> = ExpertPath::ALL
         .into_iter()
@@ -58,18 +59,32 @@ pub fn pipelines(gpu: &Gpu, s: &MoeShape, cap: usize) -> Vec<Prefill> {
     let o = SplitOptions {
         ws: fast,
         mmq: MmqChoice::Auto,
+        ..SplitOptions::default()
     };
     pfs.push(split_pipeline(gpu, s, cap, [Product::Ws; 2], o));
     if path::eligible(ExpertPath::Mmq, s, &gpu.limits()).is_ok() {
         // The classic kernel, and the narrow one at every row count (the default takes it for
         // the short K loops at few rows per expert).
-        for (mmq, kernel) in [
-            (MmqChoice::Classic, "classic kernel"),
-            (MmqChoice::Narrow, "narrow kernel"),
+        // The pipelined kernels with SwiGLU in their gate/up epilogue and in its own kernel at
+        // every row count (the default takes the epilogue at many rows per expert only).
+        for (mmq, swiglu, kernel) in [
+            (MmqChoice::Classic, SwigluAt::Auto, "classic kernel"),
+            (MmqChoice::Narrow, SwigluAt::Epilogue, "narrow kernel"),
+            (
+                MmqChoice::Auto,
+                SwigluAt::Epilogue,
+                "SwiGLU in the gate/up epilogue",
+            ),
+            (
+                MmqChoice::Auto,
+                SwigluAt::Kernel,
+                "SwiGLU in moe_swiglu_quant",
+            ),
         ] {
             let o = SplitOptions {
                 ws: WsOptions::default(),
                 mmq,
+                swiglu,
             };
             let pf = split_pipeline(gpu, s, cap, [Product::Mmq; 2], o);
             assert!(pf.describe().contains(kernel), "{}", pf.describe());

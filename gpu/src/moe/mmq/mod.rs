@@ -223,7 +223,7 @@ unsafe fn store(
 
 macro_rules! mmq_kernels {
     ($(($w:ident, $b:ident, $gate_up:ident, $down:ident, $fused:ident, $wide:ident,
-        $pipe:ident, $narrow:ident $(, $rest:ident)*)),* $(,)?) => {$(
+        $pipe:ident, $narrow:ident, $pipe_sw:ident, $narrow_sw:ident $(, $rest:ident)*)),* $(,)?) => {$(
         /// MMQ gate/up product for one weight format; see the module doc.
         ///
         /// # Safety
@@ -252,7 +252,7 @@ macro_rules! mmq_kernels {
         #[unsafe(no_mangle)]
         pub unsafe extern "ptx-kernel" fn $pipe(p: MmqParams) {
             // SAFETY: forwarded contract.
-            unsafe { pipe::mmq_pipe::<$b, false>(&p) }
+            unsafe { pipe::mmq_pipe::<$b, false, false>(&p) }
         }
 
         /// The narrow pipelined MMQ product (16-row tiles; either product) for one weight
@@ -263,7 +263,29 @@ macro_rules! mmq_kernels {
         #[unsafe(no_mangle)]
         pub unsafe extern "ptx-kernel" fn $narrow(p: MmqParams) {
             // SAFETY: forwarded contract.
-            unsafe { pipe::mmq_pipe::<$b, true>(&p) }
+            unsafe { pipe::mmq_pipe::<$b, true, false>(&p) }
+        }
+
+        /// The pipelined gate/up product with the SwiGLU + q8_1 epilogue (its output is H's
+        /// D4 blocks, not gate and up) for one weight format; see gpu/src/moe/mmq/pipe/mod.rs.
+        ///
+        /// # Safety
+        /// As `pipe::mmq_pipe`.
+        #[unsafe(no_mangle)]
+        pub unsafe extern "ptx-kernel" fn $pipe_sw(p: MmqParams) {
+            // SAFETY: forwarded contract.
+            unsafe { pipe::mmq_pipe::<$b, false, true>(&p) }
+        }
+
+        /// The narrow form of the gate/up product with the SwiGLU + q8_1 epilogue; see
+        /// gpu/src/moe/mmq/pipe/mod.rs.
+        ///
+        /// # Safety
+        /// As `pipe::mmq_pipe`.
+        #[unsafe(no_mangle)]
+        pub unsafe extern "ptx-kernel" fn $narrow_sw(p: MmqParams) {
+            // SAFETY: forwarded contract.
+            unsafe { pipe::mmq_pipe::<$b, true, true>(&p) }
         }
     )*};
 }

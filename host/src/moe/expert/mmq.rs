@@ -146,19 +146,36 @@ impl MmqKernel {
         }
     }
 
-    /// Opts a pipelined kernel into its shared memory (the classic one needs no opt-in).
+    /// Opts a pipelined kernel, and its form with the SwiGLU epilogue, into its shared memory
+    /// (the classic one needs no opt-in).
     pub fn prepare(self, k: &FormatKernels) -> Result<()> {
-        let (f, smem) = match self {
+        let (fs, smem) = match self {
             MmqKernel::Classic => return Ok(()),
-            MmqKernel::Pipe { smem } => (k.mmq_pipe()?, smem),
-            MmqKernel::Narrow { smem } => (k.mmq_narrow()?, smem),
+            MmqKernel::Pipe { smem } => ([k.mmq_pipe()?, k.mmq_swiglu(false)?], smem),
+            MmqKernel::Narrow { smem } => ([k.mmq_narrow()?, k.mmq_swiglu(true)?], smem),
         };
-        f.0.set_attribute(
-            FnAttr::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-            smem as i32,
-        )
-        .op("cuFuncSetAttribute (pipelined MMQ kernel shared memory)")?;
+        for f in fs {
+            f.0.set_attribute(
+                FnAttr::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                smem as i32,
+            )
+            .op("cuFuncSetAttribute (pipelined MMQ kernel shared memory)")?;
+        }
         Ok(())
+    }
+
+    /// The gate/up kernel with the SwiGLU + q8_1 epilogue of this kernel's shape, with its name;
+    /// `None` for the classic kernel, which has none (its gate/up output goes through
+    /// `moe_swiglu_quant`).
+    pub fn swiglu_function(
+        self,
+        k: &FormatKernels,
+    ) -> Option<Result<(&CudaFunction, &'static str)>> {
+        match self {
+            MmqKernel::Classic => None,
+            MmqKernel::Pipe { .. } => Some(k.mmq_swiglu(false)),
+            MmqKernel::Narrow { .. } => Some(k.mmq_swiglu(true)),
+        }
     }
 
     /// The kernel of product `which` (0 gate/up, 1 down) in `k`, with its name.

@@ -1,7 +1,7 @@
 //! What a split plan (split.rs) chooses between: the kernel family of each product (MMQ or
 //! weight-stationary), fixed or per run, and the options of each family.
 
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::moe::expert::mmq::{self, MmqChoice};
 use crate::moe::expert::ws::{self, WsOptions};
 use crate::moe::path::ExpertPath;
@@ -39,20 +39,74 @@ impl SplitChoice {
     }
 }
 
-/// How a split plan's products run: the weight-stationary options and the MMQ kernel choice.
+/// How a split plan's products run: the weight-stationary options, the MMQ kernel choice and
+/// where SwiGLU + q8_1 runs.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct SplitOptions {
     pub ws: WsOptions,
     pub mmq: MmqChoice,
+    pub swiglu: SwigluAt,
 }
 
 impl SplitOptions {
-    /// From the environment (`MOE_WS_FAST`, `MOE_WS_COLS`, `MOE_MMQ_KERNEL`).
+    /// From the environment (`MOE_WS_FAST`, `MOE_WS_COLS`, `MOE_MMQ_KERNEL`, `MOE_SWIGLU`).
     pub fn from_env() -> Result<SplitOptions> {
         Ok(SplitOptions {
             ws: WsOptions::from_env(),
             mmq: MmqChoice::from_env()?,
+            swiglu: SwigluAt::from_env()?,
         })
+    }
+}
+
+/// Environment variable that says where SwiGLU + q8_1 runs: `auto` (the default), `epilogue` or
+/// `kernel`. All give the same bytes.
+pub const SWIGLU_VAR: &str = "MOE_SWIGLU";
+
+/// `SwigluAt::Auto` puts SwiGLU in the gate/up epilogue from this many rows per routed expert
+/// (`n_rows / n_experts`) on. The epilogue costs each CTA its tail (three barriers, a SwiGLU per
+/// output column, empty ones included), which `moe_swiglu_quant` beats at few rows per expert.
+/// Measured on the H200, Q2_0 / Q2_0 at the reference shape (BENCHMARKS.md), layer ms, kernel
+/// form -> epilogue: 0.886 -> 1.00 at 10 rows per expert (T = 512), 1.453 -> 1.49-1.52 at 40,
+/// 2.716 -> 2.77 at 80, 4.648 -> 4.617 at 160, 8.754 -> 8.63 at 320 (the IQ pairs: -0.14 to
+/// -0.18 ms at 320).
+pub const SWIGLU_EPILOGUE_MIN_ROWS_PER_EXPERT: usize = 160;
+
+/// Where SwiGLU + q8_1 runs between the products. `Epilogue`: in the gate/up product's epilogue
+/// when that product runs on a pipelined MMQ kernel (`moe_mmq_(pipe|narrow)_swiglu_<type>`; gate
+/// and up never reach global memory), else in `moe_swiglu_quant`. `Kernel`: always in
+/// `moe_swiglu_quant`, from the f32 gate/up rows (which the plan can then read back). `Auto`:
+/// the epilogue from [`SWIGLU_EPILOGUE_MIN_ROWS_PER_EXPERT`] rows per routed expert, the
+/// kernel below.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum SwigluAt {
+    #[default]
+    Auto,
+    Epilogue,
+    Kernel,
+}
+
+impl SwigluAt {
+    /// From `MOE_SWIGLU` (unset: `Auto`); an unknown value is an error, not ignored.
+    pub fn from_env() -> Result<SwigluAt> {
+        match std::env::var(SWIGLU_VAR).as_deref() {
+            Err(_) | Ok("auto") => Ok(SwigluAt::Auto),
+            Ok("epilogue") => Ok(SwigluAt::Epilogue),
+            Ok("kernel") => Ok(SwigluAt::Kernel),
+            Ok(v) => Err(Error::Unsupported(format!(
+                "unknown {SWIGLU_VAR} `{v}` (expected auto, epilogue or kernel)"
+            ))),
+        }
+    }
+
+    /// Whether a run of `n_rows` rows over `n_experts` experts takes the epilogue (where the
+    /// gate/up kernel has one).
+    pub fn epilogue(self, n_rows: usize, n_experts: usize) -> bool {
+        match self {
+            SwigluAt::Epilogue => true,
+            SwigluAt::Kernel => false,
+            SwigluAt::Auto => n_rows >= SWIGLU_EPILOGUE_MIN_ROWS_PER_EXPERT * n_experts.max(1),
+        }
     }
 }
 
@@ -61,5 +115,25 @@ pub fn eligible(p: Product, s: &MoeShape) -> Result<()> {
     match p {
         Product::Mmq => mmq::eligible(s),
         Product::Ws => ws::eligible(s),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn swiglu_epilogue_rule() {
+        let (e, m) = (512, SWIGLU_EPILOGUE_MIN_ROWS_PER_EXPERT);
+        assert!(SwigluAt::Auto.epilogue(m * e, e));
+        assert!(!SwigluAt::Auto.epilogue(m * e - 1, e));
+        // T = 512 and 16,384 at the reference shape (top-10 of 512 experts).
+        assert!(!SwigluAt::Auto.epilogue(5_120, e));
+        assert!(SwigluAt::Auto.epilogue(163_840, e));
+        for rows in [0, 1, 5_120, 163_840] {
+            assert!(SwigluAt::Epilogue.epilogue(rows, e));
+            assert!(!SwigluAt::Kernel.epilogue(rows, e));
+        }
+        assert_eq!(SwigluAt::default(), SwigluAt::Auto);
     }
 }

@@ -6,20 +6,21 @@
 //! (gpu/src/moe/ws.rs: a thread per weight row, integer `mad`, tiers of 16/32/64 rows, largest
 //! expert first). `--path mmq` and `--path ws` fix both products; `--path auto` picks each
 //! product per run (moe/expert/auto.rs). Both kernel families take `MmqParams` and give the
-//! same bytes, so any mix gives the reference's. The choice types and options: products.rs.
+//! same bytes, so any mix gives the reference's. SwiGLU + q8_1 runs in `moe_swiglu_quant` or,
+//! at many rows per expert, in the epilogue of the pipelined MMQ gate/up kernel (`SwigluAt`).
+//! The choice types and options: products.rs; one product's launch: split/launch.rs.
 
-use cudarc::driver::{CudaFunction, CudaSlice, LaunchConfig, PushKernelArg};
+use cudarc::driver::CudaSlice;
 use gpu::layout::{
-    MMQ_BLOCK_VALUES, MMQ_ROWS, MMQ_THREADS, MmqParams, Q8_1_MMQ_BYTES, WS_COLS, WS_ROWS,
-    WS_THREADS, padded_k, ws_smem_bytes,
+    MMQ_BLOCK_VALUES, MMQ_ROWS, MmqParams, Q8_1_MMQ_BYTES, WS_COLS, WS_ROWS, padded_k,
 };
 
 use super::{
     Bounds, ExpertIo, ExpertPlan, Intermediates, check_rows, max_tiles, rows_per_routed_expert,
     tiles_from_bounds, upload_tiles,
 };
-use crate::device::{Gpu, KArg, dptr};
-use crate::error::{DriverOp, Result};
+use crate::device::{Gpu, dptr};
+use crate::error::Result;
 use crate::moe::expert::mmq::{MmqKernel, MmqKernels};
 use crate::moe::expert::mmq_lists::MmqLists;
 use crate::moe::expert::tiles::TileRepr;
@@ -29,7 +30,9 @@ use crate::moe::path::ExpertPath;
 use crate::moe::swiglu_quant::SwigluQuantPlan;
 use crate::problem::{MoeShape, SwigluQuantShape};
 
-pub use super::products::{Product, SplitChoice, SplitOptions, eligible};
+pub use super::products::{Product, SplitChoice, SplitOptions, SwigluAt, eligible};
+
+mod launch;
 
 /// A split plan: the tile lists of the product families it may use and the GU / H scratch for
 /// up to `cap_rows` rows.
@@ -48,9 +51,17 @@ pub struct SplitPlan {
     /// The MMQ kernel of each product (gate/up, down) of the prepared run.
     mmq_kernels: [MmqKernel; 2],
     products: [Product; 2],
+    swiglu: SwigluAt,
+    /// Rows of the prepared run.
+    run_rows: usize,
+    /// The last launched run had SwiGLU in the gate/up epilogue (`gu` not written).
+    epilogue_ran: bool,
     gu: CudaSlice<f32>,
     hq: CudaSlice<u8>,
 }
+
+/// The stage of a gate/up product with the SwiGLU + q8_1 epilogue.
+pub const GATE_UP_SWIGLU: &str = "gate_up+swiglu";
 
 impl SplitPlan {
     /// `opts`: how the weight-stationary products run (WS_FAST, a forced tier) and which MMQ
@@ -105,9 +116,22 @@ impl SplitPlan {
             mmq,
             mmq_kernels,
             products: [first; 2],
+            swiglu: opts.swiglu,
+            run_rows: rows,
+            epilogue_ran: false,
             gu: gpu.alloc_filled(rows * 2 * s.ffn, 0xa5)?,
             hq: gpu.alloc_filled(hq_bytes(s, rows), 0xa5)?,
         })
+    }
+
+    /// Whether the prepared run puts SwiGLU in the gate/up epilogue: chosen for its rows
+    /// (`SwigluAt::epilogue`), and the gate/up product runs on a pipelined MMQ kernel (the
+    /// classic one and the weight-stationary kernels have no such epilogue).
+    fn epilogue(&self) -> bool {
+        self.swiglu.epilogue(self.run_rows, self.shape.n_experts)
+            && self.products[0] == Product::Mmq
+            && self.mmq_kernels[0] != MmqKernel::Classic
+            && self.shape.ffn.is_multiple_of(MMQ_BLOCK_VALUES)
     }
 
     fn lists(&self) -> &MmqLists {
@@ -126,77 +150,6 @@ impl SplitPlan {
     pub fn mmq_kernels(&self) -> [MmqKernel; 2] {
         self.mmq_kernels
     }
-
-    /// Queues one product over the prepared tiles of its family.
-    ///
-    /// # Safety
-    /// `p` must describe live device buffers as `gpu::layout::MmqParams` requires, with
-    /// `p.tiles` this plan's tile buffer of family `prod`; `func` must be that family's kernel
-    /// (of the prepared tier for the weight-stationary family).
-    unsafe fn product(
-        &self,
-        gpu: &Gpu,
-        which: usize,
-        prod: Product,
-        func: &CudaFunction,
-        name: &'static str,
-        p: MmqParams,
-    ) -> Result<()> {
-        let (n_tiles, rows, threads, smem) = match prod {
-            Product::Mmq => (
-                self.lists().len(self.mmq_kernels[which]),
-                MMQ_ROWS,
-                MMQ_THREADS,
-                self.mmq_kernels[which].smem(),
-            ),
-            Product::Ws => (
-                self.n_ws,
-                WS_ROWS,
-                WS_THREADS,
-                ws_smem_bytes(WS_COLS[self.ws_tier]),
-            ),
-        };
-        if n_tiles == 0 {
-            return Ok(());
-        }
-        let cfg = LaunchConfig {
-            grid_dim: (n_tiles as u32, p.n / rows as u32, 1),
-            block_dim: (threads as u32, 1, 1),
-            shared_mem_bytes: smem as u32,
-        };
-        let arg = KArg(p);
-        // SAFETY: forwarded from the caller; the tile buffer holds n_tiles tiles.
-        unsafe { gpu.stream.launch_builder(func).arg(&arg).launch(cfg) }.op(name)?;
-        Ok(())
-    }
-
-    /// The kernel, its name and the tile buffer of product `which` (0 gate/up, 1 down) of type
-    /// `w` for the prepared run.
-    fn kernel<'a>(
-        &self,
-        gpu: &'a Gpu,
-        which: usize,
-        w: gpu::layout::WType,
-    ) -> Result<(&'a CudaFunction, &'static str, u64)> {
-        let k = gpu.kernels.format(w)?;
-        let st = &gpu.stream;
-        Ok(match self.products[which] {
-            Product::Mmq => {
-                let kernel = self.mmq_kernels[which];
-                let (f, name) = kernel.function(k, which)?;
-                (f, name, self.lists().list(gpu, kernel))
-            }
-            Product::Ws => {
-                let t = self
-                    .tiles_ws
-                    .as_ref()
-                    .expect("ws tiles exist when ws may run");
-                let fast = ws::fast_index(self.ws_tier).filter(|_| self.ws.fast);
-                let (f, name) = k.ws_kernel(self.ws_tier, fast);
-                (f, name, dptr(t, st))
-            }
-        })
-    }
 }
 
 fn hq_bytes(s: &MoeShape, rows: usize) -> usize {
@@ -213,11 +166,20 @@ impl ExpertPlan for SplitPlan {
     }
 
     fn stages(&self) -> &'static [&'static str] {
-        &["gate_up", "swiglu_quant", "down"]
+        if self.epilogue() {
+            &[GATE_UP_SWIGLU, "down"]
+        } else {
+            &["gate_up", "swiglu_quant", "down"]
+        }
+    }
+
+    fn max_stages(&self) -> usize {
+        3
     }
 
     fn prepare(&mut self, gpu: &Gpu, bounds: &mut Bounds) -> Result<()> {
         check_rows("split path", bounds.n_rows, self.cap_rows)?;
+        self.run_rows = bounds.n_rows;
         self.mmq_kernels = self.mmq.for_run(bounds.n_rows, self.shape.n_experts);
         if let SplitChoice::Fixed(f) = &self.choice
             && *f == [Product::Mmq; 2]
@@ -267,8 +229,15 @@ impl ExpertPlan for SplitPlan {
         check_rows("split path", io.n_rows, self.cap_rows)?;
         let st = &gpu.stream;
         let w = layer.ptrs(gpu);
-        let (func, name, tiles) = self.kernel(gpu, 0, s.gate_up_type)?;
-        let gu_p = MmqParams {
+        let epilogue = self.epilogue();
+        let (mut func, mut name, tiles) = self.kernel(gpu, 0, s.gate_up_type)?;
+        if epilogue {
+            let k = gpu.kernels.format(s.gate_up_type)?;
+            (func, name) = self.mmq_kernels[0]
+                .swiglu_function(k)
+                .expect("a pipelined kernel has a SwiGLU form")?;
+        }
+        let mut gu_p = MmqParams {
             w0: w.gate,
             w1: if w.merged { 0 } else { w.up },
             w_expert_bytes: w.gu_expert_bytes,
@@ -287,14 +256,24 @@ impl ExpertPlan for SplitPlan {
             n_cols_x: io.n_rows as u32,
             out_stride: 2 * s.ffn as u32,
         };
+        if epilogue {
+            // H's D4 blocks [padded_k(ffn) / 128][n_rows], as moe_swiglu_quant writes them.
+            gu_p.out = dptr(&self.hq, st);
+            gu_p.out_stride = 0;
+        }
+        self.epilogue_ran = epilogue;
         // SAFETY: weights resident with the layer's shape (checked at upload); xq holds
         // hidden_padded / 128 chunks of n_rows blocks; the tiles cover rows < n_rows with at
-        // most the kernel's width each; gu holds cap_rows >= n_rows rows of 2 ffn.
+        // most the kernel's width each; gu holds cap_rows >= n_rows rows of 2 ffn, hq
+        // padded_k(ffn) / 128 chunks of cap_rows blocks (ffn a multiple of 128 for the
+        // epilogue, as `epilogue` checks).
         unsafe { self.product(gpu, 0, self.products[0], func, name, gu_p)? };
         mark(0)?;
-        let sq = SwigluQuantShape::dense(io.n_rows, s.ffn, false);
-        SwigluQuantPlan::new(&sq, s.down_type.id())?.launch(gpu, &self.gu, &mut self.hq)?;
-        mark(1)?;
+        if !epilogue {
+            let sq = SwigluQuantShape::dense(io.n_rows, s.ffn, false);
+            SwigluQuantPlan::new(&sq, s.down_type.id())?.launch(gpu, &self.gu, &mut self.hq)?;
+            mark(1)?;
+        }
         let (func, name, tiles) = self.kernel(gpu, 1, s.down_type)?;
         let dn_p = MmqParams {
             w0: w.down,
@@ -314,7 +293,7 @@ impl ExpertPlan for SplitPlan {
         // SAFETY: as for gate/up; hq holds padded(ffn) / 128 chunks of n_rows blocks;
         // row_dst maps each row to its (token, slot) row of dm.
         unsafe { self.product(gpu, 1, self.products[1], func, name, dn_p)? };
-        mark(2)
+        mark(if epilogue { 1 } else { 2 })
     }
 
     fn describe(&self) -> String {
@@ -344,10 +323,15 @@ impl ExpertPlan for SplitPlan {
         };
         let [g, d] = self.products;
         let (a, b) = (one(g, 0), one(d, 1));
-        if a == b {
-            format!("{a} per product")
+        let swiglu = if self.epilogue() {
+            "SwiGLU in the gate/up epilogue"
         } else {
-            format!("gate/up {a}, down {b}")
+            "SwiGLU in moe_swiglu_quant"
+        };
+        if a == b {
+            format!("{a} per product; {swiglu}")
+        } else {
+            format!("gate/up {a}, down {b}; {swiglu}")
         }
     }
 
@@ -358,14 +342,17 @@ impl ExpertPlan for SplitPlan {
 
     fn intermediates(&self, gpu: &Gpu, n_rows: usize) -> Result<Intermediates> {
         let s = &self.shape;
-        let mut gu = gpu.download(&self.gu)?;
-        gu.truncate(n_rows * 2 * s.ffn);
+        // With the SwiGLU epilogue gate and up are never stored.
+        let gu = if self.epilogue_ran {
+            None
+        } else {
+            let mut gu = gpu.download(&self.gu)?;
+            gu.truncate(n_rows * 2 * s.ffn);
+            Some(gu)
+        };
         let mut hq = gpu.download(&self.hq)?;
         hq.truncate(hq_bytes(s, n_rows));
-        Ok(Intermediates {
-            gu: Some(gu),
-            hq: Some(hq),
-        })
+        Ok(Intermediates { gu, hq: Some(hq) })
     }
 
     fn written_past_end(&self, gpu: &Gpu, byte: u8, n_rows: usize) -> Result<Vec<&'static str>> {

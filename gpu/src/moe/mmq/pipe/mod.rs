@@ -19,16 +19,26 @@
 //! - Columns: an 8-column `mma` tile with no live column is skipped (warp-uniform); at 10 rows
 //!   per expert half the wide shape's warps have no work in the product at all.
 //!
+//! - SwiGLU epilogue (`moe_mmq_(pipe|narrow)_swiglu_<type>`, gate/up only; swiglu.rs): the tile's
+//!   rows are gate and up rows of the same 64 features, interleaved by 8 (`Cta::row_addr`), so
+//!   each lane holds gate and up of its outputs and the CTA writes H = q8_1(swiglu(gate, up))
+//!   instead of gate and up: the `moe_swiglu_quant` launch and the f32 round trip are gone.
+//!
 //! Numerics: MMQ's exactly (`gpu::quant::mmq_step_32_magic` / `mmq_step_16_magic` in ascending
-//! K), so the bytes equal the classic kernel's and the CPU reference's.
+//! K), so the bytes equal the classic kernel's and the CPU reference's; the epilogue is
+//! `moe_swiglu_quant`'s (`gpu::quant::swiglu`, the q8_1 rule), so H's bytes are its bytes.
 //! Launcher: host/src/moe/expert/split.rs (chosen where the device has the shared memory).
 
 mod copy;
+mod cta;
+mod swiglu;
+
+use cta::{Cta, weight_row};
 
 use crate::formats::{Shared, WeightBlock};
 use crate::layout::{
-    MMQ_KSTEP, MMQ_ROWS, MMQ_SMEM_ROW, MMQ_THREADS, MmqParams, MmqPipeShape, MmqPipeSmem, MmqTile,
-    fused_stage_row_bytes, fused_sub_steps,
+    MMQ_KSTEP, MMQ_ROWS, MMQ_SMEM_ROW, MMQ_SWIGLU_FEATURES, MMQ_THREADS, MmqParams, MmqPipeShape,
+    MmqPipeSmem, MmqTile, fused_stage_row_bytes, fused_sub_steps,
 };
 use crate::ptx::{
     ctaid_x, ctaid_y, ld_shared_f32, ld_shared_v2_f32, ld_shared_v4_u32, ldmatrix_x4,
@@ -37,34 +47,6 @@ use crate::ptx::{
 use crate::quant::{MAGIC, mmq_step_16_magic, mmq_step_32_magic};
 
 const ROW: u32 = MMQ_SMEM_ROW as u32;
-
-/// What one CTA works on: its weight rows, tile, shape and shared-memory layout.
-struct Cta {
-    tile: MmqTile,
-    shape: MmqPipeShape,
-    /// Global address of the CTA's first weight row.
-    wbase: u64,
-    row_bytes: u32,
-    sm: MmqPipeSmem,
-    base: u32,
-}
-
-impl Cta {
-    /// The raw weight stage buffer of K step `j` (`sub` K steps per stage).
-    fn raw(&self, j: u32, sub: u32) -> u32 {
-        let stage = j / sub;
-        self.base + (stage % self.sm.nw as u32) * (MMQ_ROWS * self.sm.slot) as u32
-    }
-
-    /// The activation blocks of K step `j`.
-    fn acts(&self, j: u32) -> u32 {
-        self.base + self.sm.acts as u32 + (j % self.sm.na as u32) * self.sm.acts_bytes as u32
-    }
-
-    fn decoded(&self, step: u32) -> u32 {
-        self.base + self.sm.tiles as u32 + (step % 2) * self.sm.tile_bytes as u32
-    }
-}
 
 /// Decodes K step `j` from its raw stage into decoded tile `j % 2`: thread `tid` takes weight
 /// row `tid / 2`, groups `2 (tid % 2)` and `+ 1`, and (the first `4 cols` threads) the
@@ -78,7 +60,7 @@ unsafe fn decode<B: WeightBlock>(c: &Cta, j: u32) {
     let sub = fused_sub_steps(B::WTYPE) as u32;
     let srb = fused_stage_row_bytes(B::WTYPE) as u64;
     let r = tid / 2;
-    let src = c.wbase + r as u64 * c.row_bytes as u64 + (j / sub) as u64 * srb;
+    let src = c.row_addr(r) + (j / sub) as u64 * srb;
     let row = c.raw(j, sub) + r * c.sm.slot as u32 + (src & 15) as u32;
     let dst = c.decoded(j);
     let bv = B::WTYPE.block_values() as u32;
@@ -263,16 +245,17 @@ unsafe fn product_nt<B: WeightBlock, const NT: u32>(c: &Cta, j: u32, acc: &mut [
     }
 }
 
-/// The pipelined product for weight format `B`, narrow or wide shape (see the module doc).
+/// The pipelined product for weight format `B`, narrow or wide shape (see the module doc);
+/// with `SWIGLU` the gate/up product with the SwiGLU + q8_1 epilogue (swiglu.rs).
 ///
 /// # Safety
 /// Parameters and buffers as `layout::MmqParams` describes, with the weight buffers readable
 /// 16 bytes past their ends; launched with `MMQ_THREADS` threads,
 /// `MmqPipeSmem::of(B::WTYPE, shape).total` bytes of dynamic shared memory, one CTA per tile
 /// (of at most `shape.cols()` columns) along x and `n / 128` along y; `k` a multiple of the
-/// stage width (`128 sub`).
+/// stage width (`128 sub`). With `SWIGLU`: as `swiglu::store` requires.
 #[inline(always)]
-pub unsafe fn mmq_pipe<B: WeightBlock, const NARROW: bool>(p: &MmqParams) {
+pub unsafe fn mmq_pipe<B: WeightBlock, const NARROW: bool, const SWIGLU: bool>(p: &MmqParams) {
     let shape = if NARROW {
         MmqPipeShape::Narrow
     } else {
@@ -284,15 +267,23 @@ pub unsafe fn mmq_pipe<B: WeightBlock, const NARROW: bool>(p: &MmqParams) {
         return; // a padding tile of a device-built list
     }
     let row0 = ctaid_y() * MMQ_ROWS as u32;
-    let (w, wrow0) = if row0 < p.n_split {
-        (p.w0, row0)
+    let (wbase, ubase) = if SWIGLU {
+        // Gate rows f0.., up rows n / 2 + f0.. (gate and up halves of the product's rows).
+        let f0 = ctaid_y() * MMQ_SWIGLU_FEATURES as u32;
+        (
+            weight_row(p, tile.expert, f0),
+            weight_row(p, tile.expert, p.n / 2 + f0),
+        )
     } else {
-        (p.w1, row0 - p.n_split)
+        let w = weight_row(p, tile.expert, row0);
+        (w, w)
     };
     let c = Cta {
         tile,
         shape,
-        wbase: w + tile.expert as u64 * p.w_expert_bytes + wrow0 as u64 * p.row_bytes as u64,
+        wbase,
+        ubase,
+        swiglu: SWIGLU,
         row_bytes: p.row_bytes,
         sm: MmqPipeSmem::of(B::WTYPE, shape),
         base: smem_base(),
@@ -350,5 +341,11 @@ pub unsafe fn mmq_pipe<B: WeightBlock, const NARROW: bool>(p: &MmqParams) {
         }
     }
     // SAFETY: the kernel's contract.
-    unsafe { super::store(p, &tile, row0, &acc, shape) };
+    unsafe {
+        if SWIGLU {
+            swiglu::store(p, &c, &acc)
+        } else {
+            super::store(p, &tile, row0, &acc, shape)
+        }
+    }
 }

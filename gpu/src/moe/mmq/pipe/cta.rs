@@ -1,0 +1,60 @@
+//! What one CTA of the pipelined MMQ kernel (pipe/mod.rs) works on: its tile, shape, weight rows
+//! and shared-memory layout, and where its buffers and weight rows are.
+
+use crate::layout::{MMQ_ROWS, MmqParams, MmqPipeShape, MmqPipeSmem, MmqTile};
+
+/// What one CTA works on: its weight rows, tile, shape and shared-memory layout.
+pub(super) struct Cta {
+    pub(super) tile: MmqTile,
+    pub(super) shape: MmqPipeShape,
+    /// Global address of the CTA's first weight row (SwiGLU epilogue: first gate row).
+    pub(super) wbase: u64,
+    /// SwiGLU epilogue: global address of the CTA's first up row.
+    pub(super) ubase: u64,
+    /// Tile rows interleave gate and up rows (the SwiGLU epilogue's kernels).
+    pub(super) swiglu: bool,
+    pub(super) row_bytes: u32,
+    pub(super) sm: MmqPipeSmem,
+    pub(super) base: u32,
+}
+
+impl Cta {
+    /// Global address of tile row `t`'s weights: row `t` from `wbase`, or with the SwiGLU
+    /// epilogue gate row (`t` mod 16 < 8) or up row of feature `8 (t / 16) + t % 8`.
+    #[inline(always)]
+    pub(super) fn row_addr(&self, t: u32) -> u64 {
+        if self.swiglu {
+            let base = if t & 8 != 0 { self.ubase } else { self.wbase };
+            base + ((t >> 4) * 8 + (t & 7)) as u64 * self.row_bytes as u64
+        } else {
+            self.wbase + t as u64 * self.row_bytes as u64
+        }
+    }
+
+    /// The raw weight stage buffer of K step `j` (`sub` K steps per stage).
+    pub(super) fn raw(&self, j: u32, sub: u32) -> u32 {
+        let stage = j / sub;
+        self.base + (stage % self.sm.nw as u32) * (MMQ_ROWS * self.sm.slot) as u32
+    }
+
+    /// The activation blocks of K step `j`.
+    pub(super) fn acts(&self, j: u32) -> u32 {
+        self.base + self.sm.acts as u32 + (j % self.sm.na as u32) * self.sm.acts_bytes as u32
+    }
+
+    pub(super) fn decoded(&self, step: u32) -> u32 {
+        self.base + self.sm.tiles as u32 + (step % 2) * self.sm.tile_bytes as u32
+    }
+}
+
+/// Global address of weight row `row` (of the product's `n`) of expert `e`: `w0`'s rows below
+/// `n_split`, `w1`'s from there.
+#[inline(always)]
+pub(super) fn weight_row(p: &MmqParams, e: u32, row: u32) -> u64 {
+    let (w, r) = if row < p.n_split {
+        (p.w0, row)
+    } else {
+        (p.w1, row - p.n_split)
+    };
+    w + e as u64 * p.w_expert_bytes + r as u64 * p.row_bytes as u64
+}
