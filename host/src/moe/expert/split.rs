@@ -54,8 +54,6 @@ pub struct SplitPlan {
     swiglu: SwigluAt,
     /// Rows of the prepared run.
     run_rows: usize,
-    /// The last launched run had SwiGLU in the gate/up epilogue (`gu` not written).
-    epilogue_ran: bool,
     gu: CudaSlice<f32>,
     hq: CudaSlice<u8>,
 }
@@ -118,7 +116,6 @@ impl SplitPlan {
             products: [first; 2],
             swiglu: opts.swiglu,
             run_rows: rows,
-            epilogue_ran: false,
             gu: gpu.alloc_filled(rows * 2 * s.ffn, 0xa5)?,
             hq: gpu.alloc_filled(hq_bytes(s, rows), 0xa5)?,
         })
@@ -230,20 +227,21 @@ impl ExpertPlan for SplitPlan {
         let st = &gpu.stream;
         let w = layer.ptrs(gpu);
         let epilogue = self.epilogue();
-        let (mut func, mut name, tiles) = self.kernel(gpu, 0, s.gate_up_type)?;
-        if epilogue {
-            let k = gpu.kernels.format(s.gate_up_type)?;
-            (func, name) = self.mmq_kernels[0]
-                .swiglu_function(k)
-                .expect("a pipelined kernel has a SwiGLU form")?;
-        }
-        let mut gu_p = MmqParams {
+        let (func, name, tiles) = self.kernel(gpu, 0, s.gate_up_type)?;
+        // With the epilogue the output is H's D4 blocks [padded_k(ffn) / 128][n_rows], as
+        // moe_swiglu_quant writes them (no row stride).
+        let (out, out_stride) = if epilogue {
+            (dptr(&self.hq, st), 0)
+        } else {
+            (dptr(&self.gu, st), 2 * s.ffn as u32)
+        };
+        let gu_p = MmqParams {
             w0: w.gate,
             w1: if w.merged { 0 } else { w.up },
             w_expert_bytes: w.gu_expert_bytes,
             x: io.xq,
             tiles,
-            out: dptr(&self.gu, st),
+            out,
             out_rows: 0,
             row_bytes: w.gu_row_bytes as u32,
             n_split: if w.merged {
@@ -254,14 +252,8 @@ impl ExpertPlan for SplitPlan {
             n: 2 * s.ffn as u32,
             k: s.hidden as u32,
             n_cols_x: io.n_rows as u32,
-            out_stride: 2 * s.ffn as u32,
+            out_stride,
         };
-        if epilogue {
-            // H's D4 blocks [padded_k(ffn) / 128][n_rows], as moe_swiglu_quant writes them.
-            gu_p.out = dptr(&self.hq, st);
-            gu_p.out_stride = 0;
-        }
-        self.epilogue_ran = epilogue;
         // SAFETY: weights resident with the layer's shape (checked at upload); xq holds
         // hidden_padded / 128 chunks of n_rows blocks; the tiles cover rows < n_rows with at
         // most the kernel's width each; gu holds cap_rows >= n_rows rows of 2 ffn, hq
@@ -342,8 +334,9 @@ impl ExpertPlan for SplitPlan {
 
     fn intermediates(&self, gpu: &Gpu, n_rows: usize) -> Result<Intermediates> {
         let s = &self.shape;
-        // With the SwiGLU epilogue gate and up are never stored.
-        let gu = if self.epilogue_ran {
+        // With the SwiGLU epilogue (of the prepared run, the one launched) gate and up are never
+        // stored.
+        let gu = if self.epilogue() {
             None
         } else {
             let mut gu = gpu.download(&self.gu)?;

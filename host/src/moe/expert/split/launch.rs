@@ -53,7 +53,8 @@ impl SplitPlan {
     }
 
     /// The kernel, its name and the tile buffer of product `which` (0 gate/up, 1 down) of type
-    /// `w` for the prepared run.
+    /// `w` for the prepared run (the gate/up kernel with the SwiGLU epilogue where the run takes
+    /// it).
     pub(super) fn kernel<'a>(
         &self,
         gpu: &'a Gpu,
@@ -65,7 +66,13 @@ impl SplitPlan {
         Ok(match self.products[which] {
             Product::Mmq => {
                 let kernel = self.mmq_kernels[which];
-                let (f, name) = kernel.function(k, which)?;
+                let (f, name) = if which == 0 && self.epilogue() {
+                    kernel
+                        .swiglu_function(k)
+                        .expect("the epilogue runs on a pipelined kernel")?
+                } else {
+                    kernel.function(k, which)?
+                };
                 (f, name, self.lists().list(gpu, kernel))
             }
             Product::Ws => {
