@@ -14,7 +14,8 @@ mod iq;
 mod words;
 use words::iq4_nl_table;
 pub use words::{
-    apply_signs4, byte_perm, iq4_nl_values4, q2_0_expand, q2_0_expand4, sign_mask4, vsub4,
+    apply_signs4, byte_perm, iq4_nl_values4, q2_0_expand, q2_0_expand2, q2_0_expand4, sign_mask4,
+    vsub4,
 };
 
 /// THE list of weight formats: one row per type, as ggml's `mmq_type_traits` table - the
@@ -128,6 +129,11 @@ pub trait WeightBlock: Copy {
     /// The scales of group `g`: `[s, s]` for types with one scale per 32 values, `[first 16,
     /// last 16]` for IQ2_XS / IQ2_S.
     fn group_scales_in<R: BlockBytes>(b: R, g: usize) -> [f32; 2];
+    /// Words `t` and `t + 4` (`t` < 4) of [`Self::group_q_in`]: values `4 t .. 4 t + 3` and
+    /// `16 + 4 t ..` of group `g`, what lane `t` of an `m16n8k32` A fragment holds of one row
+    /// (the narrow MMQ kernel's decode into registers, gpu/src/moe/mmq/pipe/regs.rs). Each
+    /// type reads only the bytes of its two words.
+    fn frag_q_in<R: BlockBytes>(b: R, g: usize, t: u32) -> [u32; 2];
     #[inline(always)]
     fn group_q(&self, g: usize) -> [u32; 8] {
         Self::group_q_in(Mem::of(self), g)
@@ -160,6 +166,11 @@ impl WeightBlock for BlockQ8_0 {
         core::array::from_fn(|j| b.u32_at(QS + 4 * j))
     }
     #[inline(always)]
+    fn frag_q_in<R: BlockBytes>(b: R, _g: usize, t: u32) -> [u32; 2] {
+        let t = (t & 3) as usize;
+        [b.u32_at(QS + 4 * t), b.u32_at(QS + 16 + 4 * t)]
+    }
+    #[inline(always)]
     fn group_scales_in<R: BlockBytes>(b: R, _g: usize) -> [f32; 2] {
         let d = d_of(b);
         [d, d]
@@ -175,6 +186,12 @@ impl WeightBlock for BlockQ2_0 {
         let lo = q2_0_expand4(b.u32_at(base));
         let hi = q2_0_expand4(b.u32_at(base + 4));
         [lo[0], lo[1], lo[2], lo[3], hi[0], hi[1], hi[2], hi[3]]
+    }
+    #[inline(always)]
+    fn frag_q_in<R: BlockBytes>(b: R, g: usize, t: u32) -> [u32; 2] {
+        // Word i of the group is byte i of its 8 (sequential packing, 4 codes a byte).
+        let base = QS + 8 * (g & 1) + (t & 3) as usize;
+        q2_0_expand2(b.u8(base), b.u8(base + 4))
     }
     #[inline(always)]
     fn group_scales_in<R: BlockBytes>(b: R, _g: usize) -> [f32; 2] {
@@ -196,6 +213,13 @@ impl WeightBlock for BlockIq4Nl {
             w[j + 4] = hi;
         }
         w
+    }
+    #[inline(always)]
+    fn frag_q_in<R: BlockBytes>(b: R, _g: usize, t: u32) -> [u32; 2] {
+        const TABLE: [u32; 4] = iq4_nl_table();
+        // Byte j's low nibble is value j, its high nibble value j + 16.
+        let (lo, hi) = iq4_nl_values4(b.u32_at(QS + 4 * (t & 3) as usize), TABLE);
+        [lo, hi]
     }
     #[inline(always)]
     fn group_scales_in<R: BlockBytes>(b: R, _g: usize) -> [f32; 2] {

@@ -78,6 +78,9 @@ pub fn byte_perm(a: u32, b: u32, sel: u32) -> u32 {
     }
 }
 
+/// The Q2_0 levels as a `prmt` table: byte c is c - 1.
+const Q2_0_LEVELS: u32 = 0x0201_00ff;
+
 /// Four Q2_0 bytes (little-endian in `x`) -> four words of int8 `c - 1`: word j is
 /// [`q2_0_expand`] of byte j. The codes are spread to one per nibble (two bytes at a time: the
 /// bytes moved 16 bits apart, then nibble and bit-pair shifts under masks), and each word is one
@@ -85,8 +88,6 @@ pub fn byte_perm(a: u32, b: u32, sel: u32) -> u32 {
 /// shift-and-transpose form took 23.
 #[inline(always)]
 pub fn q2_0_expand4(x: u32) -> [u32; 4] {
-    // Byte c of LEVELS is c - 1.
-    const LEVELS: u32 = 0x0201_00ff;
     // y = [b, 0, b', 0] -> the codes of b in nibbles 0..3, of b' in nibbles 4..7.
     let spread = |y: u32| {
         let z = (y | (y << 4)) & 0x0f0f_0f0f;
@@ -96,10 +97,23 @@ pub fn q2_0_expand4(x: u32) -> [u32; 4] {
     let hi = spread(byte_perm(x, 0, 0x4342));
     // prmt reads the selector's low 16 bits.
     [
-        byte_perm(LEVELS, 0, lo),
-        byte_perm(LEVELS, 0, lo >> 16),
-        byte_perm(LEVELS, 0, hi),
-        byte_perm(LEVELS, 0, hi >> 16),
+        byte_perm(Q2_0_LEVELS, 0, lo),
+        byte_perm(Q2_0_LEVELS, 0, lo >> 16),
+        byte_perm(Q2_0_LEVELS, 0, hi),
+        byte_perm(Q2_0_LEVELS, 0, hi >> 16),
+    ]
+}
+
+/// Two Q2_0 bytes -> their [`q2_0_expand`] words, as [`q2_0_expand4`] spreads and looks up a
+/// pair: the bytes 16 bits apart, their codes one per nibble, one `prmt` per byte.
+#[inline(always)]
+pub fn q2_0_expand2(b0: u32, b1: u32) -> [u32; 2] {
+    let y = (b0 & 0xff) | (b1 & 0xff) << 16;
+    let z = (y | (y << 4)) & 0x0f0f_0f0f;
+    let s = (z | (z << 2)) & 0x3333_3333;
+    [
+        byte_perm(Q2_0_LEVELS, 0, s),
+        byte_perm(Q2_0_LEVELS, 0, s >> 16),
     ]
 }
 
@@ -207,6 +221,17 @@ mod tests {
         }
         for g in IQ3XXS_GRID.iter().chain(&IQ3S_GRID) {
             assert!(g.to_le_bytes().into_iter().all(ok), "{g:#x}");
+        }
+    }
+
+    #[test]
+    fn q2_0_pairs_expand_as_single_bytes() {
+        for b in 0..65_536u32 {
+            let (b0, b1) = (b & 0xff, b >> 8);
+            let want = [q2_0_expand(b0 as u8), q2_0_expand(b1 as u8)];
+            assert_eq!(q2_0_expand2(b0, b1), want, "{b:#x}");
+            // Bits above the byte are ignored.
+            assert_eq!(q2_0_expand2(b0 | 0xab00, b1 | 0x1200), want, "{b:#x}");
         }
     }
 

@@ -22,13 +22,30 @@ pub const MMQ_PIPE_BAR_ARRIVALS: usize = 1;
 pub const MMQ_NARROW_COLS: usize = 16;
 
 /// Whether a product over weight type `w` takes the narrow kernel at few rows per expert however
-/// long its K loop (the host's auto choice: host/src/moe/expert/mmq.rs). The IQ3 grids' decode
-/// weighs on the wide kernel's long K loops, and the narrow shape spreads it over every warp:
-/// measured on the H200 at T = 512 (BENCHMARKS.md), the gate/up product of IQ3_S 0.896 -> 0.805
-/// ms and of IQ3_XXS 0.915 -> 0.777 on the narrow kernel; Q2_0's, IQ2_XXS's and IQ2_S's run
-/// 4-17 % slower on it.
+/// long its K loop (the host's auto choice: host/src/moe/expert/mmq.rs): the types it decodes
+/// into registers ([`mmq_narrow_in_registers`]; measured on the H200 at T = 512, their gate/up
+/// products run 4-36 % faster narrow than wide), which include the IQ3 grids (narrow already
+/// with the decoded tile: IQ3_S gate/up 0.896 -> 0.805 ms, IQ3_XXS 0.915 -> 0.777, whose decode
+/// weighs on the wide kernel's long K loops). The IQ2 types' gate/up products run 4-17 % slower
+/// narrow, and stay wide.
 pub const fn mmq_narrow_any_k(w: WType) -> bool {
-    matches!(w, WType::Iq3S | WType::Iq3Xxs)
+    mmq_narrow_in_registers(w)
+}
+
+/// Whether the narrow kernel decodes type `w`'s weights straight into each warp's `mma` A
+/// fragments (`WeightBlock::frag_q_in`, gpu/src/moe/mmq/pipe/regs.rs) instead of into a shared
+/// decoded tile. A narrow warp owns its 16 weight rows, so each value is still decoded once per
+/// CTA; the decoded tiles, their stores and the A fragments' `ldmatrix` drop out.
+///
+/// Measured on the H200 (gate/up at T = 512, BENCHMARKS.md), against the decoded tile: Q8_0
+/// -36 %, Q2_0 -22 %, IQ4_NL and IQ3_S -10 %, IQ3_XXS -4 %. The IQ2 types lose 10-16 %: their
+/// grid entries hold 8 values, so two lanes look up each entry (and IQ2_XXS spills at the
+/// narrow kernel's 80 registers); they keep the decoded tile.
+pub const fn mmq_narrow_in_registers(w: WType) -> bool {
+    matches!(
+        w,
+        WType::Q8_0 | WType::Q2_0 | WType::Iq4Nl | WType::Iq3Xxs | WType::Iq3S
+    )
 }
 
 /// The two tile shapes of the pipelined MMQ kernel. Both have 128 weight rows and 8 warps.
@@ -69,6 +86,12 @@ impl MmqPipeShape {
     /// 8-column `mma` tiles of a warp.
     pub const fn nt(self) -> usize {
         self.cols() / (8 / self.warps_m()) / 8
+    }
+
+    /// Whether this shape decodes type `w` into registers ([`mmq_narrow_in_registers`]; narrow
+    /// only).
+    pub const fn in_registers(self, w: WType) -> bool {
+        matches!(self, MmqPipeShape::Narrow) && mmq_narrow_in_registers(w)
     }
 
     /// Shared-memory budget of one CTA.
@@ -126,6 +149,11 @@ impl MmqPipeShape {
 ///   a K step's activation blocks are one bulk copy that completes on its buffer's barrier
 ///   (gpu/src/moe/mmq/pipe/copy.rs).
 ///
+/// A shape that decodes into registers ([`MmqPipeShape::in_registers`]) has no decoded tiles
+/// (`tile_bytes` 0): its warps read the raw stage in the product of each K step, one iteration
+/// later than a decode would, so it keeps `ceil((lead + 1) / sub) + 1` weight buffers and waits
+/// for step j itself at the top of iteration j (gpu/src/moe/mmq/pipe/regs.rs).
+///
 /// `lead` is 0 when not even a one-step lead fits the budget (no type today): the host then
 /// runs another kernel (the wide one for a narrow layout, the classic one for a wide layout).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -167,20 +195,24 @@ impl MmqPipeSmem {
         let halves = if w.scale_values() == 16 { 2 } else { 1 };
         let wscales = MMQ_ROWS * MMQ_SMEM_ROW;
         let xscales = wscales + 4 * halves * MMQ_ROWS * 4;
-        let tile_bytes = xscales + 4 * shape.cols() * 4;
+        let tile_bytes = if shape.in_registers(w) {
+            0
+        } else {
+            xscales + 4 * shape.cols() * 4
+        };
         let acts_bytes = shape.acts_bytes();
         let window = fused_slot_bytes(w);
         let odd = odd_slot_bytes(window);
         // The odd slot (fewer bank conflicts in the decode) unless it shortens the lead.
-        let slot = if Self::lead_for(w, odd, tile_bytes, acts_bytes, budget)
-            >= Self::lead_for(w, window, tile_bytes, acts_bytes, budget)
+        let slot = if Self::lead_for(w, shape, odd, tile_bytes, acts_bytes, budget)
+            >= Self::lead_for(w, shape, window, tile_bytes, acts_bytes, budget)
         {
             odd
         } else {
             window
         };
-        let lead = Self::lead_for(w, slot, tile_bytes, acts_bytes, budget);
-        let (nw, na) = Self::buffers(w, lead);
+        let lead = Self::lead_for(w, shape, slot, tile_bytes, acts_bytes, budget);
+        let (nw, na) = Self::buffers(w, shape, lead);
         let acts = nw * MMQ_ROWS * slot;
         let tiles = acts + na * acts_bytes;
         let bars = tiles + 2 * tile_bytes;
@@ -200,13 +232,26 @@ impl MmqPipeSmem {
         }
     }
 
+    /// Where the SwiGLU epilogue's arrays ([`MMQ_SWIGLU_SMEM`] bytes) lie once the K loop is
+    /// done: over the decoded tiles, or, decoding into registers (no tiles), over the raw
+    /// weight stages.
+    pub const fn epilogue(&self) -> usize {
+        if self.tile_bytes == 0 { 0 } else { self.tiles }
+    }
+
     /// Weight and activation buffers for a lead of `lead` K steps (see the type's doc).
-    pub const fn buffers(w: WType, lead: usize) -> (usize, usize) {
-        (lead.div_ceil(fused_sub_steps(w)) + 1, lead + 2)
+    pub const fn buffers(w: WType, shape: MmqPipeShape, lead: usize) -> (usize, usize) {
+        let held = if shape.in_registers(w) {
+            lead + 1
+        } else {
+            lead
+        };
+        (held.div_ceil(fused_sub_steps(w)) + 1, lead + 2)
     }
 
     const fn lead_for(
         w: WType,
+        shape: MmqPipeShape,
         slot: usize,
         tile_bytes: usize,
         acts_bytes: usize,
@@ -214,7 +259,7 @@ impl MmqPipeSmem {
     ) -> usize {
         let mut lead = MMQ_PIPE_MAX_LEAD;
         while lead > 0 {
-            let (nw, na) = Self::buffers(w, lead);
+            let (nw, na) = Self::buffers(w, shape, lead);
             let bars = na * MMQ_PIPE_BAR_BYTES;
             if nw * MMQ_ROWS * slot + na * acts_bytes + 2 * tile_bytes + bars <= budget {
                 return lead;
@@ -261,9 +306,24 @@ mod tests {
                 assert!((1..=MMQ_PIPE_MAX_LEAD).contains(&sm.lead), "{w:?}: {sm:?}");
                 assert!(sm.total <= MMQ_PIPE_SMEM_BUDGET, "{w:?}: {sm:?}");
                 // The buffers the lead needs (MmqPipeSmem's doc), each slot the row's window.
-                assert_eq!((sm.nw, sm.na), MmqPipeSmem::buffers(w, sm.lead));
+                assert_eq!((sm.nw, sm.na), MmqPipeSmem::buffers(w, shape, sm.lead));
                 assert_eq!(sm.na, sm.lead + 2);
-                assert!(sm.nw * fused_sub_steps(w) > sm.lead);
+                // A stage in flight beside those still read: decoded (or, decoding into
+                // registers, multiplied) one step later.
+                let held = sm.lead + shape.in_registers(w) as usize;
+                assert!(sm.nw * fused_sub_steps(w) > held);
+                assert_eq!(sm.tile_bytes == 0, shape.in_registers(w), "{w:?}");
+                // The SwiGLU epilogue's arrays fit the region they overlay.
+                let room = if sm.tile_bytes == 0 {
+                    sm.acts
+                } else {
+                    2 * sm.tile_bytes
+                };
+                assert!(MMQ_SWIGLU_SMEM <= room, "{w:?} {shape:?}");
+                assert!(
+                    sm.epilogue() + MMQ_SWIGLU_SMEM <= sm.bars,
+                    "{w:?} {shape:?}"
+                );
                 assert!(sm.slot >= fused_slot_bytes(w) && sm.slot.is_multiple_of(16));
                 assert_eq!(sm.acts, sm.nw * MMQ_ROWS * sm.slot);
                 assert_eq!(sm.acts_bytes, shape.cols() * Q8_1_MMQ_BYTES);
@@ -282,15 +342,25 @@ mod tests {
         assert_eq!(lead(WType::Iq2Xxs), 2);
         assert_eq!(lead(WType::Iq3S), 2);
         assert_eq!(lead(WType::Iq2S), 2);
-        // Three narrow CTAs per SM for the types of the main pairs whose layout fits (the
-        // others take the wide budget: IQ3_S's 128-byte and IQ2_S's 112-byte rows with its
-        // second scale half leave no room for a 1-step lead in 75 KB).
-        let per_sm = |w| 228 * 1024 / (MmqPipeSmem::of(w, MmqPipeShape::Narrow).total + 1024);
-        for w in [WType::Q2_0, WType::Iq2Xxs, WType::Iq4Nl] {
-            assert_eq!(per_sm(w), 3, "{w:?}");
+        // Three narrow CTAs per SM where the type decodes into registers (no decoded tiles;
+        // Q2_0 with the longest lead, Q8_0's 136-byte rows with 1); with decoded tiles, IQ3_S's
+        // 128-byte and IQ2_S's 112-byte rows (with its second scale half) leave no room for a
+        // 1-step lead in 75 KB, and those layouts take the wide budget.
+        let narrow = |w| MmqPipeSmem::of(w, MmqPipeShape::Narrow);
+        let per_sm = |w| 228 * 1024 / (narrow(w).total + 1024);
+        for w in WType::ALL {
+            if mmq_narrow_in_registers(w) {
+                assert!(per_sm(w) >= 3, "{w:?}: {:?}", narrow(w));
+            }
         }
+        assert_eq!(narrow(WType::Q2_0).lead, MMQ_PIPE_MAX_LEAD);
         for w in [WType::Iq3S, WType::Iq2S] {
-            assert_eq!(per_sm(w), 2, "{w:?}");
+            if !mmq_narrow_in_registers(w) {
+                assert_eq!(per_sm(w), 2, "{w:?}");
+            }
+        }
+        for w in [WType::Q2_0, WType::Iq2Xxs, WType::Iq4Nl] {
+            assert!(per_sm(w) >= 3, "{w:?}");
         }
     }
 

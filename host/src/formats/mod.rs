@@ -141,3 +141,40 @@ pub fn decode_row(w: WType, bytes: &[u8], q: &mut [i8], s16: &mut [f32]) {
 pub fn dequant_row(w: WType, bytes: &[u8], out: &mut [f32]) {
     by_type!(w, dequant_blocks, bytes, out)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::rng::Rng;
+    use gpu::formats::Mem;
+
+    /// `frag_q_in` (a lane's two words of a group, as the narrow MMQ kernel decodes them into
+    /// registers) against the words of `group_q_in`, every group and lane of random blocks.
+    fn frag_words<B: WeightBlock + bytemuck::Pod>(bytes: &[u8]) {
+        for (i, chunk) in bytes.chunks_exact(size_of::<B>()).enumerate() {
+            let b: B = bytemuck::pod_read_unaligned(chunk);
+            for g in 0..B::GROUPS {
+                let q = b.group_q(g);
+                for t in 0..4u32 {
+                    let f = B::frag_q_in(Mem::of(&b), g, t);
+                    let want = [q[t as usize], q[t as usize + 4]];
+                    assert_eq!(f, want, "{:?} block {i} group {g} lane {t}", B::WTYPE);
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn fragment_words_are_the_groups_words() {
+        let mut rng = Rng::new(0xf7a9_0001);
+        let r = random::ScaleRange {
+            lo: 1e-3,
+            hi: 10.0,
+            signed: true,
+        };
+        for w in WType::ALL {
+            let bytes = random::random_blocks(w, 2048, &mut rng, r);
+            by_type!(w, frag_words, &bytes);
+        }
+    }
+}

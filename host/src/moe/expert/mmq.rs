@@ -6,7 +6,8 @@
 //! shape (`moe_mmq_narrow_<type>`: 16-row tiles, every warp on 16 weight rows, up to 75 KB and
 //! 80 registers so that three CTAs share an SM), run where a layer has few rows per expert
 //! ([`NARROW_MAX_ROWS_PER_EXPERT`]), the product's K loop is short ([`NARROW_MAX_K_STEPS`]) or
-//! its type is an IQ3 grid (`gpu::layout::mmq_narrow_any_k`), and the type's narrow layout fits. `MOE_MMQ_KERNEL` (or a plan's [`MmqChoice`]) forces one. The plan that runs them is the split plan (split.rs).
+//! its type is one the narrow kernel decodes into registers (`gpu::layout::mmq_narrow_any_k`),
+//! and the type's narrow layout fits. `MOE_MMQ_KERNEL` (or a plan's [`MmqChoice`]) forces one. The plan that runs them is the split plan (split.rs).
 
 use cudarc::driver::CudaFunction;
 use cudarc::driver::sys::CUfunction_attribute as FnAttr;
@@ -41,15 +42,15 @@ pub const NARROW_MAX_ROWS_PER_EXPERT: usize = 12;
 /// `MmqChoice::Auto` (the reference shape's down product: 5; its gate/up product: 20).
 /// Measured on the H200 at T = 512 (BENCHMARKS.md): the narrow kernel runs the down product
 /// 11-19 % faster (a short K loop is bound by each CTA's pipeline fill and drain, which three
-/// CTAs per SM overlap), and the Q2_0, IQ2_XXS and IQ2_S gate/up products 4-17 % slower (their
-/// long K loops are bound by the shared-memory pipe, and the narrow shape's 8 warps each load
-/// the activation fragments that 4 warps load in the wide one). The IQ3 types take it at any K
-/// (`gpu::layout::mmq_narrow_any_k`).
+/// CTAs per SM overlap), and the IQ2 types' gate/up products 4-17 % slower (their long K loops
+/// are bound by the shared-memory pipe, and the narrow shape's 8 warps each load the activation
+/// fragments that 4 warps load in the wide one). The types the narrow kernel decodes into
+/// registers take it at any K (`gpu::layout::mmq_narrow_any_k`).
 pub const NARROW_MAX_K_STEPS: usize = 8;
 
 /// Which MMQ kernel a plan runs: its choice (`Auto`: the narrow one at few rows per expert for
-/// short K loops and the IQ3 types, else the pipelined one where it fits), or a forced one (tests reach the classic kernel this
-/// way on GPUs where the pipelined one fits).
+/// short K loops and the types decoded into registers, else the pipelined one where it fits), or
+/// a forced one (tests reach the classic kernel this way on GPUs where the pipelined one fits).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum MmqChoice {
     #[default]
@@ -311,13 +312,20 @@ mod tests {
         let auto = MmqKernels::new(q2, k, &d, MmqChoice::Auto);
         let e = 512;
         let at = NARROW_MAX_ROWS_PER_EXPERT * e;
-        assert_eq!(auto.for_run(at, e), [w, n]);
+        // Q2_0's gate/up (20 K steps) takes the narrow kernel if Q2_0 takes it at any K.
+        let any_k = mmq_narrow_any_k(WType::Q2_0);
+        let gu = if any_k { n } else { w };
+        assert_eq!(auto.for_run(at, e), [gu, n]);
         assert_eq!(auto.for_run(at + 1, e), [w, w]);
-        // Both K loops long: no narrow kernel under auto.
+        // Both K loops long: narrow under auto only for the types that take it at any K.
         let long = MmqKernels::new(q2, [2560, 2560], &d, MmqChoice::Auto);
-        assert_eq!(long.for_run(1, e), [w, w]);
-        assert_eq!(long.all().count(), 1);
-        // ... except for the IQ3 types, narrow at any K.
+        assert_eq!(long.for_run(1, e), [gu, gu]);
+        assert_eq!(long.all().count(), if any_k { 2 } else { 1 });
+        for w in WType::ALL {
+            let k = MmqKernels::new([w, w], [2560, 2560], &d, MmqChoice::Auto);
+            assert_eq!(k.all().count() == 2, mmq_narrow_any_k(w), "{w:?}");
+        }
+        // IQ3_S's gate/up and IQ4_NL's down.
         let iq3 = [WType::Iq3S, WType::Iq4Nl];
         let (n3, w3) = (
             MmqKernel::narrow(WType::Iq3S, &d).unwrap(),
@@ -326,7 +334,12 @@ mod tests {
         let n4 = MmqKernel::narrow(WType::Iq4Nl, &d).unwrap();
         let w4 = MmqKernel::choose(WType::Iq4Nl, &d, MmqChoice::Auto);
         let mixed = MmqKernels::new(iq3, [2560, 2560], &d, MmqChoice::Auto);
-        assert_eq!(mixed.for_run(at, e), [n3, w4]);
+        let down4 = if mmq_narrow_any_k(WType::Iq4Nl) {
+            n4
+        } else {
+            w4
+        };
+        assert_eq!(mixed.for_run(at, e), [n3, down4]);
         assert_eq!(mixed.for_run(at + 1, e), [w3, w4]);
         let ref_shape = MmqKernels::new(iq3, k, &d, MmqChoice::Auto);
         assert_eq!(ref_shape.for_run(at, e), [n3, n4]);

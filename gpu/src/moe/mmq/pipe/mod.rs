@@ -18,6 +18,9 @@
 //!   (narrow: one) 16-byte loads (the classic kernel issues 24 scalar loads per group).
 //! - Columns: an 8-column `mma` tile with no live column is skipped (warp-uniform); at 10 rows
 //!   per expert half the wide shape's warps have no work in the product at all.
+//! - Decode into registers (regs.rs): the narrow shape decodes Q8_0, Q2_0 and IQ4_NL
+//!   (`layout::mmq_narrow_in_registers`) straight into each warp's A fragments in its products,
+//!   with no decoded tiles: every warp owns its 16 rows, so nothing is decoded twice.
 //!
 //! - SwiGLU epilogue (`moe_mmq_(pipe|narrow)_swiglu_<type>`, gate/up only; swiglu.rs): the tile's
 //!   rows are gate and up rows of the same 64 features, interleaved by 8 (`Cta::row_addr`), so
@@ -31,6 +34,7 @@
 
 mod copy;
 mod cta;
+mod regs;
 mod swiglu;
 
 use cta::{Cta, weight_row};
@@ -300,26 +304,51 @@ pub unsafe fn mmq_pipe<B: WeightBlock, const NARROW: bool, const SWIGLU: bool>(p
     // One closed step per K step: steps 0..=lead here, step j + 1 + lead in iteration j.
     for s in 0..=lead {
         if s < nk {
-            // SAFETY: step s < nk into buffers nothing has used yet (lead + 2 activation and
-            // ceil(lead / sub) + 1 weight buffers, and the activation buffers' barriers).
+            // SAFETY: step s < nk into buffers nothing has used yet (`MmqPipeSmem::buffers`:
+            // lead + 2 activation buffers and their barriers, a weight buffer per stage).
             unsafe { copy::issue::<B>(p, &c, s) };
         }
         copy::close();
     }
     let mut acc = [[[0.0f32; 4]; 4]; 2];
+    if shape.in_registers(B::WTYPE) {
+        // SAFETY: every thread, steps 0..=lead issued; the narrow register-decoding layout.
+        unsafe { regs::k_loop::<B>(p, &c, nk, &mut acc) };
+    } else {
+        // SAFETY: as above, with the decoded tiles of this layout.
+        unsafe { k_loop::<B>(p, &c, nk, &mut acc) };
+    }
+    // SAFETY: the kernel's contract.
+    unsafe {
+        if SWIGLU {
+            swiglu::store(p, &c, &acc)
+        } else {
+            super::store(p, &tile, row0, &acc, shape)
+        }
+    }
+}
+
+/// The K loop through the decoded tiles (every shape and type but those decoded into
+/// registers, regs.rs), steps `0..=lead` already issued.
+///
+/// # Safety
+/// Every thread, after the prologue's copies, with `c.sm` a layout with decoded tiles.
+#[inline(always)]
+unsafe fn k_loop<B: WeightBlock>(p: &MmqParams, c: &Cta, nk: u32, acc: &mut [[[f32; 4]; 4]; 2]) {
+    let lead = c.sm.lead as u32;
     if nk > 0 {
         // SAFETY: step 0 was issued by every thread.
-        unsafe { copy::wait(&c, 0, lead) };
+        unsafe { copy::wait(c, 0, lead) };
         sync_threads();
         // SAFETY: step 0's copies complete and visible; the decoded tiles are unused.
-        unsafe { decode::<B>(&c, 0) };
+        unsafe { decode::<B>(c, 0) };
     }
     for j in 0..nk {
         let jn = j + 1;
         if jn < nk {
             // Step jn: lead + 1 + j steps are closed, lead - 1 of them younger.
             // SAFETY: step jn < nk was issued by every thread.
-            unsafe { copy::wait(&c, jn, lead - 1) };
+            unsafe { copy::wait(c, jn, lead - 1) };
         }
         // Tile j % 2 (decoded last iteration) and step jn's copies visible; every warp is past
         // step j - 1's product (tile jn % 2 and the activations of step j - 1 free) and step
@@ -330,22 +359,14 @@ pub unsafe fn mmq_pipe<B: WeightBlock, const NARROW: bool, const SWIGLU: bool>(p
             // SAFETY: step s's activation buffer (and its barrier) last held step s - lead - 2
             // (multiplied in iteration j - 1, waited for in iteration j - 2); its weight buffer
             // a stage whose last decode was before step j's (MmqPipeSmem's doc).
-            unsafe { copy::issue::<B>(p, &c, s) };
+            unsafe { copy::issue::<B>(p, c, s) };
         }
         copy::close();
         // SAFETY: tile j % 2 and step j's activations are visible (above).
-        unsafe { product::<B>(&c, j, &mut acc) };
+        unsafe { product::<B>(c, j, acc) };
         if jn < nk {
             // SAFETY: step jn's copies visible; tile jn % 2 free (above).
-            unsafe { decode::<B>(&c, jn) };
-        }
-    }
-    // SAFETY: the kernel's contract.
-    unsafe {
-        if SWIGLU {
-            swiglu::store(p, &c, &acc)
-        } else {
-            super::store(p, &tile, row0, &acc, shape)
+            unsafe { decode::<B>(c, jn) };
         }
     }
 }

@@ -57,11 +57,11 @@ pub(super) unsafe fn store(p: &MmqParams, c: &Cta, acc: &[[[f32; 4]; 4]; 2]) {
     // Warps per 32-feature group, and the first of this warp's group.
     let wpg = 32 / (8 * mts);
     let w0 = wm / wpg * wpg;
-    let part = c.base + c.sm.tiles as u32;
+    let part = c.base + c.sm.epilogue() as u32;
     let qs = part + MMQ_SWIGLU_QS as u32;
     let ds = part + MMQ_SWIGLU_D as u32;
     let col_of = |nt: u32, c2: u32| wn * 8 * nts + nt * 8 + 2 * tc + c2;
-    // Every warp is past its last product: the decoded tiles are free.
+    // Every warp is past its last product: the decoded tiles (or raw stages) are free.
     sync_threads();
     // 1. SwiGLU: both denominators before the divisions (moe_swiglu_quant's order of work).
     let mut h = [[[0.0f32; 2]; 4]; 2];

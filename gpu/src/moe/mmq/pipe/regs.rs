@@ -1,0 +1,148 @@
+//! The narrow kernel's K loop for the types it decodes into registers
+//! (`layout::mmq_narrow_in_registers`: Q8_0, Q2_0, IQ4_NL). A narrow warp owns 16 weight rows,
+//! so each lane decodes what its `m16n8k32` A fragment holds of its two rows (`g` and `g + 8`,
+//! values `4 t ..` and `16 + 4 t ..` of each 32-value group: `WeightBlock::frag_q_in`) straight
+//! from the raw stage, and their scales from the blocks: no decoded tile, no stores of it, no
+//! `ldmatrix` of it, and its 41 KB of shared memory go to a longer copy lead.
+//!
+//! The loop: iteration j waits for step j's copies (`lead` younger steps closed), the CTA barrier
+//! (every thread's pieces visible; every warp past step j - 1's product, whose buffers the
+//! copies issued next reuse), issues step `j + 1 + lead`, multiplies step j. A raw stage is read
+//! in the products of its steps, one iteration later than the decode read it, which
+//! `MmqPipeSmem::buffers` allows for.
+//!
+//! Numerics: the pipelined kernel's (`mmq_step_32_magic` / `mmq_step_16_magic` in ascending K, the
+//! same integer sums and scales), so the bytes are the same.
+
+use super::{Cta, ROW, copy, ld4};
+use crate::formats::{Shared, WeightBlock};
+use crate::layout::{MMQ_KSTEP, MmqParams, fused_stage_row_bytes, fused_sub_steps};
+use crate::ptx::{ldmatrix_x4, mma_m16n8k16_s8, mma_m16n8k32_s8, sync_threads, tid_x};
+use crate::quant::{MAGIC, mmq_step_16_magic, mmq_step_32_magic};
+
+/// The K loop over `nk` steps, steps `0..=lead` already issued (one commit group each).
+///
+/// # Safety
+/// As `mmq_pipe`'s loop: every thread, after the prologue's copies; the narrow shape with
+/// `c.sm` the register-decoding layout of `B`.
+#[inline(always)]
+pub(super) unsafe fn k_loop<B: WeightBlock>(
+    p: &MmqParams,
+    c: &Cta,
+    nk: u32,
+    acc: &mut [[[f32; 4]; 4]; 2],
+) {
+    let lead = c.sm.lead as u32;
+    for j in 0..nk {
+        // Steps j + 1 ..= j + lead are closed after step j (issued or empty).
+        // SAFETY: step j was issued by every thread.
+        unsafe { copy::wait(c, j, lead) };
+        // Step j visible; every warp past step j - 1's product.
+        sync_threads();
+        let s = j + 1 + lead;
+        if s < nk {
+            // SAFETY: step s's activation buffer last held step s - lead - 2 = j - 1, its
+            // weight buffer a stage whose last step was multiplied before this barrier
+            // (MmqPipeSmem::buffers), both barrier phases waited for by every thread.
+            unsafe { copy::issue::<B>(p, c, s) };
+        }
+        copy::close();
+        // SAFETY: step j's weight stage and activations are visible (above).
+        unsafe { product::<B>(c, j, acc) };
+    }
+}
+
+/// The warp's products of K step `j` (narrow shape: rows `16 warp ..`, columns `8 nt + 2 t +
+/// i % 2`), for its count of live 8-column tiles.
+///
+/// # Safety
+/// Step j's weight stage and activation blocks are written and visible.
+#[inline(always)]
+unsafe fn product<B: WeightBlock>(c: &Cta, j: u32, acc: &mut [[[f32; 4]; 4]; 2]) {
+    // SAFETY: forwarded contract.
+    unsafe {
+        match c.tile.n_cols.div_ceil(8) {
+            0 => {}
+            1 => product_nt::<B, 1>(c, j, acc),
+            _ => product_nt::<B, 2>(c, j, acc),
+        }
+    }
+}
+
+/// [`product`] for `NT` live 8-column tiles (1 or 2).
+///
+/// # Safety
+/// As [`product`].
+#[inline(always)]
+unsafe fn product_nt<B: WeightBlock, const NT: usize>(
+    c: &Cta,
+    j: u32,
+    acc: &mut [[[f32; 4]; 4]; 2],
+) {
+    let lane = tid_x() % 32;
+    let warp = tid_x() / 32;
+    let (gr, tc) = (lane / 4, lane % 4);
+    let sub = fused_sub_steps(B::WTYPE) as u32;
+    let srb = fused_stage_row_bytes(B::WTYPE) as u64;
+    let bv = B::WTYPE.block_values() as u32;
+    let sixteen = B::WTYPE.scale_values() == 16;
+    let raw = c.raw(j, sub);
+    let acts = c.acts(j);
+    // The lane's rows' bytes in the stage (each row's window starts 16-byte aligned).
+    let row = |r: u32| {
+        let src = c.row_addr(r) + (j / sub) as u64 * srb;
+        raw + r * c.sm.slot as u32 + (src & 15) as u32
+    };
+    let r0 = 16 * warp + gr;
+    let rows = [row(r0), row(r0 + 8)];
+    // The activation scales of the lane's columns 8 nt + 2 t + h, all four groups' in one
+    // 16-byte load per column (a D4 block's first 16 bytes).
+    let mut db = [[0.0f32; 4]; 4];
+    unroll!(q in [0, 1, 2, 3] {
+        if q / 2 < NT {
+            let col = 8 * (q / 2) as u32 + 2 * tc + (q % 2) as u32;
+            // SAFETY: column < 16 inside the step's activation buffer, 16-byte aligned.
+            db[q] = unsafe { ld4(acts + col * ROW) };
+        }
+    });
+    // Unrolled: `db` is indexed by the group (a loop would index it at run time, in local
+    // memory).
+    unroll!(gs in [0, 1, 2, 3] {
+        let g = gs as u32;
+        let v = (j % sub) * MMQ_KSTEP as u32 + g * 32;
+        let off = (v / bv) * size_of::<B>() as u32;
+        let gi = ((v % bv) / 32) as usize;
+        // SAFETY: the block was copied into the row's slot (whole blocks per stage), 2-byte
+        // aligned as B needs; read by explicit shared loads.
+        let blk = |i: usize| unsafe { Shared::at(rows[i] + off) };
+        let (q0, s0) = (B::frag_q_in(blk(0), gi, tc), B::group_scales_in(blk(0), gi));
+        let (q1, s1) = (B::frag_q_in(blk(1), gi, tc), B::group_scales_in(blk(1), gi));
+        let af = [q0[0], q1[0], q0[1], q1[1]];
+        // SAFETY: columns < 16 of the step's activation blocks, 16-byte aligned rows.
+        let v = unsafe {
+            let col = lane % 8 + 8 * (lane / 16);
+            ldmatrix_x4(acts + col * ROW + 16 + g * 32 + ((lane / 8) % 2) * 16)
+        };
+        let bf = [[v[0], v[1]], [v[2], v[3]]];
+        unroll!(nt in [0, 1] {
+            if nt < NT {
+                let dbn = [db[2 * nt][gs], db[2 * nt + 1][gs]];
+                let a = &mut acc[0][nt];
+                if sixteen {
+                    let lo = mma_m16n8k16_s8([af[0], af[1]], bf[nt][0], MAGIC);
+                    let hi = mma_m16n8k16_s8([af[2], af[3]], bf[nt][1], MAGIC);
+                    let (da0, da1) = ([s0[0], s1[0]], [s0[1], s1[1]]);
+                    unroll!(i in [0, 1, 2, 3] {
+                        a[i] = mmq_step_16_magic(a[i], lo[i], hi[i], da0[i / 2], da1[i / 2], dbn[i % 2]);
+                    });
+                } else {
+                    let m = mma_m16n8k32_s8(af, bf[nt], MAGIC);
+                    let da = [s0[0], s1[0]];
+                    unroll!(i in [0, 1, 2, 3] {
+                        a[i] = mmq_step_32_magic(a[i], m[i], da[i / 2], dbn[i % 2]);
+                    });
+                }
+            }
+        });
+    });
+}
