@@ -14,18 +14,6 @@ fn grid8(entry: u64, signs: u32) -> [u32; 2] {
     ]
 }
 
-/// Half `h` (0: values 0..4, 1: values 4..8) of an IQ2-style grid entry with its 4 sign bits
-/// (the low 4 bits of `signs`): one word of [`grid8`].
-#[inline(always)]
-fn grid4(entry: u64, signs: u32, h: u32) -> u32 {
-    let half = if h & 1 != 0 {
-        (entry >> 32) as u32
-    } else {
-        entry as u32
-    };
-    apply_signs4(half, signs)
-}
-
 /// Byte `i` (0..4) of `w`.
 #[inline(always)]
 fn byte(w: u32, i: usize) -> u32 {
@@ -48,18 +36,6 @@ impl WeightBlock for BlockIq2Xxs {
             w[2 * l + 1] = c;
         }
         w
-    }
-    #[inline(always)]
-    fn frag_q_in<R: BlockBytes>(b: R, g: usize, t: u32) -> [u32; 2] {
-        // Word w is half w % 2 of grid entry w / 2: entries t / 2 and 2 + t / 2, half t % 2.
-        let o = QS + 8 * (g & 7);
-        let (l, h) = (((t & 3) >> 1) as usize, t & 1);
-        let aux = b.u32_at(o + 4);
-        let word = |l: usize| {
-            let signs = KSIGNS_IQ2XS[((aux >> (7 * l)) & 127) as usize] as u32;
-            grid4(IQ2XXS_GRID[b.u8(o + l) as usize], signs >> (4 * h), h)
-        };
-        [word(l), word(l + 2)]
     }
     #[inline(always)]
     fn group_scales_in<R: BlockBytes>(b: R, g: usize) -> [f32; 2] {
@@ -119,17 +95,6 @@ impl WeightBlock for BlockIq2Xs {
         w
     }
     #[inline(always)]
-    fn frag_q_in<R: BlockBytes>(b: R, g: usize, t: u32) -> [u32; 2] {
-        let o = QS + 8 * (g & 7);
-        let (l, h) = (((t & 3) >> 1) as usize, t & 1);
-        let word = |l: usize| {
-            let q = b.u16(o + 2 * l);
-            let signs = KSIGNS_IQ2XS[(q >> 9) as usize & 127] as u32;
-            grid4(IQ2XS_GRID[(q & 511) as usize], signs >> (4 * h), h)
-        };
-        [word(l), word(l + 2)]
-    }
-    #[inline(always)]
     fn group_scales_in<R: BlockBytes>(b: R, g: usize) -> [f32; 2] {
         iq2_group_scales(b, IQ2XS_SCALES + (g & 7))
     }
@@ -152,18 +117,6 @@ impl WeightBlock for BlockIq2S {
             w[2 * l + 1] = c;
         }
         w
-    }
-    #[inline(always)]
-    fn frag_q_in<R: BlockBytes>(b: R, g: usize, t: u32) -> [u32; 2] {
-        let ib = g & 7;
-        let (l, h) = (((t & 3) >> 1) as usize, t & 1);
-        let qh = b.u8(IQ2S_QH + ib);
-        let word = |l: usize| {
-            let i = b.u8(QS + 4 * ib + l) | ((qh >> (2 * l)) & 3) << 8;
-            let signs = b.u8(QS + 32 + 4 * ib + l);
-            grid4(IQ2S_GRID[i as usize], signs >> (4 * h), h)
-        };
-        [word(l), word(l + 2)]
     }
     #[inline(always)]
     fn group_scales_in<R: BlockBytes>(b: R, g: usize) -> [f32; 2] {

@@ -131,9 +131,24 @@ pub trait WeightBlock: Copy {
     fn group_scales_in<R: BlockBytes>(b: R, g: usize) -> [f32; 2];
     /// Words `t` and `t + 4` (`t` < 4) of [`Self::group_q_in`]: values `4 t .. 4 t + 3` and
     /// `16 + 4 t ..` of group `g`, what lane `t` of an `m16n8k32` A fragment holds of one row
-    /// (the narrow MMQ kernel's decode into registers, gpu/src/moe/mmq/pipe/regs.rs). Each
-    /// type reads only the bytes of its two words.
-    fn frag_q_in<R: BlockBytes>(b: R, g: usize, t: u32) -> [u32; 2];
+    /// (the narrow MMQ kernel's decode into registers, gpu/src/moe/mmq/pipe/regs.rs). The types
+    /// it decodes this way (`layout::mmq_narrow_in_registers`) read only the bytes of their two
+    /// words; this default, which decodes the whole group, serves the others (the IQ2 types),
+    /// which no kernel decodes per lane.
+    #[inline(always)]
+    fn frag_q_in<R: BlockBytes>(b: R, g: usize, t: u32) -> [u32; 2] {
+        let q = Self::group_q_in(b, g);
+        let pick = |w: [u32; 4]| match t & 3 {
+            0 => w[0],
+            1 => w[1],
+            2 => w[2],
+            _ => w[3],
+        };
+        [
+            pick([q[0], q[1], q[2], q[3]]),
+            pick([q[4], q[5], q[6], q[7]]),
+        ]
+    }
     #[inline(always)]
     fn group_q(&self, g: usize) -> [u32; 8] {
         Self::group_q_in(Mem::of(self), g)

@@ -76,7 +76,7 @@ pub(super) unsafe fn issue<B: WeightBlock>(p: &MmqParams, c: &Cta, j: u32) {
         let mut idx = tid;
         while idx < MMQ_ROWS as u32 * chunks {
             let (t, k) = (idx / chunks, idx % chunks);
-            let src = c.row_addr(t) + (j / sub) as u64 * srb;
+            let src = c.stage_src(t, j, sub, srb);
             let a0 = src & !15;
             if a0 + 16 * (k as u64) < src + srb {
                 // SAFETY: the piece lies in the row's 16-byte window, inside the weight buffer

@@ -31,6 +31,21 @@ impl Cta {
         }
     }
 
+    /// Global address of tile row `t`'s bytes in K step `j`'s raw stage (`sub` K steps and
+    /// `srb` bytes a row per stage).
+    #[inline(always)]
+    pub(super) fn stage_src(&self, t: u32, j: u32, sub: u32, srb: u64) -> u64 {
+        self.row_addr(t) + (j / sub) as u64 * srb
+    }
+
+    /// Shared address of tile row `t`'s first block in K step `j`'s raw stage: its slot, plus
+    /// where the bytes start in their 16-byte aligned window (as copy.rs copies them).
+    #[inline(always)]
+    pub(super) fn stage_row(&self, t: u32, j: u32, sub: u32, srb: u64) -> u32 {
+        let src = self.stage_src(t, j, sub, srb);
+        self.raw(j, sub) + t * self.sm.slot as u32 + (src & 15) as u32
+    }
+
     /// The raw weight stage buffer of K step `j` (`sub` K steps per stage).
     pub(super) fn raw(&self, j: u32, sub: u32) -> u32 {
         let stage = j / sub;

@@ -18,9 +18,9 @@
 //!   (narrow: one) 16-byte loads (the classic kernel issues 24 scalar loads per group).
 //! - Columns: an 8-column `mma` tile with no live column is skipped (warp-uniform); at 10 rows
 //!   per expert half the wide shape's warps have no work in the product at all.
-//! - Decode into registers (regs.rs): the narrow shape decodes Q8_0, Q2_0 and IQ4_NL
-//!   (`layout::mmq_narrow_in_registers`) straight into each warp's A fragments in its products,
-//!   with no decoded tiles: every warp owns its 16 rows, so nothing is decoded twice.
+//! - Decode into registers (regs.rs): the narrow shape decodes Q8_0, Q2_0, IQ4_NL, IQ3_XXS
+//!   and IQ3_S (`layout::mmq_narrow_in_registers`) straight into each warp's A fragments in its
+//!   products, with no decoded tiles: every warp owns its 16 rows, so nothing is decoded twice.
 //!
 //! - SwiGLU epilogue (`moe_mmq_(pipe|narrow)_swiglu_<type>`, gate/up only; swiglu.rs): the tile's
 //!   rows are gate and up rows of the same 64 features, interleaved by 8 (`Cta::row_addr`), so
@@ -64,8 +64,7 @@ unsafe fn decode<B: WeightBlock>(c: &Cta, j: u32) {
     let sub = fused_sub_steps(B::WTYPE) as u32;
     let srb = fused_stage_row_bytes(B::WTYPE) as u64;
     let r = tid / 2;
-    let src = c.row_addr(r) + (j / sub) as u64 * srb;
-    let row = c.raw(j, sub) + r * c.sm.slot as u32 + (src & 15) as u32;
+    let row = c.stage_row(r, j, sub, srb);
     let dst = c.decoded(j);
     let bv = B::WTYPE.block_values() as u32;
     let sixteen = B::WTYPE.scale_values() == 16;

@@ -88,7 +88,9 @@ unsafe fn product_nt<B: WeightBlock, const NT: usize>(
     let sixteen = B::WTYPE.scale_values() == 16;
     let raw = c.raw(j, sub);
     let acts = c.acts(j);
-    // The lane's rows' bytes in the stage (each row's window starts 16-byte aligned).
+    // The lane's rows' bytes in the stage (each row's window starts 16-byte aligned):
+    // `Cta::stage_row`, written out with `raw` hoisted out of the two rows (calling it here
+    // moves address arithmetic in the narrow kernels' PTX; this form is the measured one).
     let row = |r: u32| {
         let src = c.row_addr(r) + (j / sub) as u64 * srb;
         raw + r * c.sm.slot as u32 + (src & 15) as u32
