@@ -24,6 +24,7 @@
 //! and bool bytes other than 0 and 1 are rejected. Looser: arrays of arrays are accepted (up to
 //! [`MAX_ARRAY_DEPTH`] levels; gguf-py reads them, gguf.cpp refuses them).
 
+mod info;
 mod model;
 mod read;
 mod value;
@@ -38,7 +39,8 @@ use memmap2::Mmap;
 use crate::error::{Error, Result};
 use crate::ggml::{block_size, type_name};
 
-pub use model::{ModelInfo, MoeLayer, TensorRef, is_moe_tensor_name};
+pub use info::ModelInfo;
+pub use model::{MoeLayer, TensorRef, is_moe_tensor_name};
 pub use read::parse;
 pub use value::{Value, ValueType};
 pub use write::{TensorSpec, to_bytes, write_gguf, write_to};
