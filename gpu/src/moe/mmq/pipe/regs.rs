@@ -1,9 +1,10 @@
 //! The narrow kernel's K loop for the types it decodes into registers
-//! (`layout::mmq_narrow_in_registers`: Q8_0, Q2_0, IQ4_NL). A narrow warp owns 16 weight rows,
-//! so each lane decodes what its `m16n8k32` A fragment holds of its two rows (`g` and `g + 8`,
-//! values `4 t ..` and `16 + 4 t ..` of each 32-value group: `WeightBlock::frag_q_in`) straight
-//! from the raw stage, and their scales from the blocks: no decoded tile, no stores of it, no
-//! `ldmatrix` of it, and its 41 KB of shared memory go to a longer copy lead.
+//! (`layout::mmq_narrow_in_registers`: Q8_0, Q2_0, IQ4_NL, IQ3_XXS, IQ3_S). A narrow warp owns
+//! 16 weight rows, so each lane decodes what its `m16n8k32` A fragment holds of its two rows
+//! (`g` and `g + 8`, values `4 t ..` and `16 + 4 t ..` of each 32-value group:
+//! `WeightBlock::frag_q_in`) straight from the raw stage, and their scales from the blocks: no
+//! decoded tile, no stores of it, no `ldmatrix` of it, and its 41 KB of shared memory go to a
+//! longer copy lead.
 //!
 //! The loop: iteration j waits for step j's copies (`lead` younger steps closed), the CTA barrier
 //! (every thread's pieces visible; every warp past step j - 1's product, whose buffers the
