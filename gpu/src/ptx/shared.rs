@@ -43,7 +43,7 @@ pub unsafe fn ld_shared_u32(addr: u32) -> u32 {
     r
 }
 
-/// `ld.shared.u16`, zero-extended. `pure` (as [`ld_shared_u8`]): the compiler may merge two
+/// `ld.shared.u16`, zero-extended (the compiler is told so). `pure` (as [`ld_shared_u8`]): the compiler may merge two
 /// loads of one address with no store or barrier between them (every store and barrier here is
 /// an asm or intrinsic that writes memory, so none is crossed).
 ///
@@ -56,10 +56,13 @@ pub unsafe fn ld_shared_u16(addr: u32) -> u32 {
     unsafe {
         asm!("ld.shared.u16 {r}, [{a}];", r = out(reg32) r, a = in(reg32) addr, options(pure, readonly, nostack))
     };
+    // SAFETY: `ld.shared.u16` zero-extends into the 32-bit register. Telling the compiler lets
+    // it drop masks and the bounds checks of table lookups by the loaded value.
+    unsafe { core::hint::assert_unchecked(r <= 0xffff) };
     r
 }
 
-/// `ld.shared.u8`, zero-extended; `pure`, as [`ld_shared_u16`].
+/// `ld.shared.u8`, zero-extended (the compiler is told so); `pure`, as [`ld_shared_u16`].
 ///
 /// # Safety
 /// `addr` must be a shared address inside the dynamic shared memory.
@@ -70,6 +73,8 @@ pub unsafe fn ld_shared_u8(addr: u32) -> u32 {
     unsafe {
         asm!("ld.shared.u8 {r}, [{a}];", r = out(reg32) r, a = in(reg32) addr, options(pure, readonly, nostack))
     };
+    // SAFETY: `ld.shared.u8` zero-extends (as `ld_shared_u16`).
+    unsafe { core::hint::assert_unchecked(r <= 0xff) };
     r
 }
 
