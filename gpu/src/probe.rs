@@ -106,3 +106,35 @@ pub unsafe extern "ptx-kernel" fn probe_f16_to_f32(out: *mut u32) {
         };
     }
 }
+
+/// MMQ's scale steps on a weight scale read by `quant::f16_scale_to_f32` (the decoders' plain
+/// `cvt.f32.f16`) and by `quant::f16_to_f32` (NaN payload kept), for every binary16 pattern h
+/// as the weight scale: `out[4 h ..]` holds the bits of `mmq_step_32_magic` with the plain and
+/// with the exact scale, then those of `mmq_step_16_magic` (the pattern as its second scale).
+/// The integer sums, activation scale and accumulator vary with h. The host checks that each
+/// pair is equal: the plain conversion changes no result, NaN scales included.
+///
+/// # Safety
+/// `out` holds 4 x 65,536 u32; launched with 65,536 threads.
+#[unsafe(no_mangle)]
+pub unsafe extern "ptx-kernel" fn probe_f16_scale_step(out: *mut u32) {
+    use crate::quant::{MAGIC, f16_scale_to_f32, f16_to_f32, mmq_step_16_magic, mmq_step_32_magic};
+    let h = ctaid_x() * crate::ptx::ntid_x() + tid_x();
+    if h < 65_536 {
+        let (c0, c1, db, acc) = crate::quant::scale_probe_inputs(h);
+        let m0 = MAGIC.wrapping_add(c0);
+        let m1 = MAGIC.wrapping_add(c1);
+        let (plain, exact) = (f16_scale_to_f32(h as u16), f16_to_f32(h as u16));
+        let other = f16_to_f32(0x3c00 ^ (h as u16 & 0x03ff)); // a finite first scale
+        let r = [
+            mmq_step_32_magic(acc, m0, plain, db),
+            mmq_step_32_magic(acc, m0, exact, db),
+            mmq_step_16_magic(acc, m0, m1, other, plain, db),
+            mmq_step_16_magic(acc, m0, m1, other, exact, db),
+        ];
+        for (i, v) in r.iter().enumerate() {
+            // SAFETY: 4 h + i < 4 x 65,536.
+            unsafe { out.add(4 * h as usize + i).write(v.to_bits()) };
+        }
+    }
+}

@@ -77,6 +77,66 @@ fn f16_to_f32_every_pattern() {
     assert_eq!(bad, 0, "{bad} of 65536 patterns differ");
 }
 
+/// The decoders read weight scales with a plain `cvt.f32.f16` (`quant::f16_scale_to_f32`),
+/// whose NaN payload PTX leaves unspecified: MMQ's scale steps on the GPU give the same bits
+/// with it as with the payload-keeping conversion, for all 65,536 patterns as the weight scale
+/// (NaN and infinities included), and the host's bits wherever the result is not NaN.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn f16_scale_conversion_keeps_mmq_steps() {
+    use gpu::quant::{f16_to_f32_soft, mmq_step_16, mmq_step_32};
+    let gpu = gpu();
+    let mut out = gpu.alloc_filled::<u32>(4 * 65_536, POISON).expect("alloc");
+    let cfg = LaunchConfig {
+        grid_dim: (256, 1, 1),
+        block_dim: (256, 1, 1),
+        shared_mem_bytes: 0,
+    };
+    // SAFETY: 65,536 threads write four u32 each into `out`, which holds 4 x 65,536.
+    unsafe {
+        gpu.stream
+            .launch_builder(&gpu.kernels.probe_f16_scale_step)
+            .arg(&mut out)
+            .launch(cfg)
+    }
+    .expect("launch");
+    let got = gpu.download(&out).expect("download");
+    let (mut differ, mut nan_results, mut off_host) = (0, 0, 0);
+    for h in 0..65_536usize {
+        let g = &got[4 * h..4 * h + 4];
+        let (c0, c1, db, acc) = gpu::quant::scale_probe_inputs(h as u32);
+        let d = f16_to_f32_soft(h as u16);
+        let other = f16_to_f32_soft(0x3c00 ^ (h as u16 & 0x03ff));
+        let host = [
+            mmq_step_32(acc, c0, d, db),
+            mmq_step_16(acc, c0, c1, other, d, db),
+        ];
+        for k in 0..2 {
+            let (plain, exact) = (g[2 * k], g[2 * k + 1]);
+            if plain != exact {
+                if differ < 8 {
+                    eprintln!("f16 {h:#06x}, step {k}: plain {plain:#010x}, exact {exact:#010x}");
+                }
+                differ += 1;
+            }
+            if f32::from_bits(plain).is_nan() {
+                nan_results += 1;
+                off_host += usize::from(!host[k].is_nan());
+            } else {
+                off_host += usize::from(plain != host[k].to_bits());
+            }
+        }
+    }
+    eprintln!("{nan_results} NaN results of 131072");
+    assert_eq!(
+        differ, 0,
+        "{differ} steps differ between the two conversions"
+    );
+    assert_eq!(off_host, 0, "{off_host} steps differ from the host's");
+    // Every NaN and infinite scale (2 x 2,048 patterns per step) gives NaN: those cases ran.
+    assert!(nan_results >= 4096, "{nan_results}");
+}
+
 /// ggml's `quantize_mmq_q8_1` under fast math (rcp.approx) vs our IEEE rules on random groups:
 /// prints the share of scales and values that differ (README quotes it). The emulation must
 /// agree with ours on all-zero groups and differ from ours by at most 4 ulp in d (3 seen on an H200).

@@ -8,7 +8,7 @@
 //! IQ4_NL here; the five grid formats in iq.rs; word-level helpers in words.rs.
 
 use crate::layout::{BlockIq4Nl, BlockQ2_0, BlockQ8_0, WType};
-use crate::quant::f16_to_f32;
+use crate::quant::f16_scale_to_f32;
 
 mod iq;
 mod words;
@@ -159,10 +159,10 @@ pub trait WeightBlock: Copy {
     }
 }
 
-/// `d` (offset 0) as f32.
+/// `d` (offset 0) as f32 (`quant::f16_scale_to_f32`: it only feeds f32 arithmetic).
 #[inline(always)]
 pub(crate) fn d_of<R: BlockBytes>(b: R) -> f32 {
-    f16_to_f32(b.u16(0) as u16)
+    f16_scale_to_f32(b.u16(0) as u16)
 }
 
 /// Offset of `qs` in every block type (after the f16 `d`).

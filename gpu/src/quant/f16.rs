@@ -15,6 +15,24 @@ pub fn f16_to_f32(h: u16) -> f32 {
     f16_to_f32_soft(h)
 }
 
+/// A weight block's f16 scale as f32, for scales that only feed f32 arithmetic (every
+/// decoder's `d`, `formats::d_of`). On the GPU one `cvt.f32.f16`: the same bits as
+/// [`f16_to_f32`] for every pattern but NaN, whose payload PTX leaves unspecified. Nothing
+/// observes that payload: a scale only enters `fma` / `mul`, and PTX's f32 arithmetic returns
+/// the canonical NaN from any NaN operand (`probe_f16_scale_step`, tests/tests/probe.rs, checks
+/// MMQ's scale step on all 65,536 patterns against [`f16_to_f32`]'s). It saves the NaN
+/// fix-up's seven instructions per scale, which the narrow MMQ kernel repeated on every lane
+/// of a row for every block. On the host: [`f16_to_f32_soft`].
+#[inline(always)]
+pub fn f16_scale_to_f32(h: u16) -> f32 {
+    #[cfg(target_arch = "nvptx64")]
+    {
+        crate::ptx::cvt_f32_f16(h)
+    }
+    #[cfg(not(target_arch = "nvptx64"))]
+    f16_to_f32_soft(h)
+}
+
 /// [`f16_to_f32`] in integer operations only (the host's form).
 #[inline(always)]
 pub fn f16_to_f32_soft(h: u16) -> f32 {

@@ -81,3 +81,16 @@ pub fn mmq_step_16(acc: f32, c0: i32, c1: i32, da0: f32, da1: f32, db: f32) -> f
         db,
     )
 }
+
+/// The GPU probe `probe_f16_scale_step`'s inputs for weight-scale pattern `h` (the host's check,
+/// tests/tests/probe.rs, computes them with this same function): two integer sums (|c| < 2^19, as a 32-value group's may be), an activation scale
+/// and an accumulator.
+#[inline(always)]
+pub fn scale_probe_inputs(h: u32) -> (i32, i32, f32, f32) {
+    let x = h.wrapping_mul(0x9e37_79b9) ^ (h >> 7);
+    let c0 = (x & 0x7_ffff) as i32 - 0x4_0000;
+    let c1 = ((x >> 13) & 0x7_ffff) as i32 - 0x4_0000;
+    let db = f32::from_bits(0x3a00_0000 | (x & 0x007f_ffff)); // about 2^-11 .. 2^-10
+    let acc = f32::from_bits(0x4000_0000 | ((x >> 3) & 0x007f_ffff)) - 3.0;
+    (c0, c1, db, acc)
+}

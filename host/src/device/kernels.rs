@@ -53,6 +53,7 @@ kernels!(
     probe_ggml_q8_1,
     probe_read_bandwidth,
     probe_f16_to_f32,
+    probe_f16_scale_step,
 );
 
 /// The kernels of one weight format (a row of `gpu::for_each_format!`). The weight-stationary
