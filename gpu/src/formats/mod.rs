@@ -14,8 +14,8 @@ mod iq;
 mod words;
 use words::iq4_nl_table;
 pub use words::{
-    apply_signs4, byte_perm, iq4_nl_values4, q2_0_expand, q2_0_expand2, q2_0_expand4, sign_mask4,
-    vsub4,
+    apply_signs4, byte_perm, iq4_nl_values4, q2_0_expand, q2_0_expand2_u16, q2_0_expand4,
+    sign_mask4, vsub4,
 };
 
 /// THE list of weight formats: one row per type, as ggml's `mmq_type_traits` table - the
@@ -129,12 +129,20 @@ pub trait WeightBlock: Copy {
     /// The scales of group `g`: `[s, s]` for types with one scale per 32 values, `[first 16,
     /// last 16]` for IQ2_XS / IQ2_S.
     fn group_scales_in<R: BlockBytes>(b: R, g: usize) -> [f32; 2];
-    /// Words `t` and `t + 4` (`t` < 4) of [`Self::group_q_in`]: values `4 t .. 4 t + 3` and
-    /// `16 + 4 t ..` of group `g`, what lane `t` of an `m16n8k32` A fragment holds of one row
-    /// (the narrow MMQ kernel's decode into registers, gpu/src/moe/mmq/pipe/regs.rs). The types
-    /// it decodes this way (`layout::mmq_narrow_in_registers`) read only the bytes of their two
-    /// words; this default, which decodes the whole group, serves the others (the IQ2 types),
-    /// which no kernel decodes per lane.
+    /// Whether lane `t`'s two A-fragment words ([`Self::frag_q_in`]) are the group's words `2 t`
+    /// and `2 t + 1` (values `8 t .. 8 t + 7`) instead of `t` and `t + 4` (values `4 t ..` and
+    /// `16 + 4 t ..`, the `m16n8k32` fragment's own order). An `mma` sums over K in any order
+    /// that its A and B fragments share, so the narrow kernel then loads each column's
+    /// activations in the same order (one 8-byte load at byte `8 t` of the group, regs.rs).
+    /// For types whose two words are adjacent bytes (Q2_0: one 16-bit load); only for
+    /// one scale per 32 values (a 16-value scale needs the two halves apart).
+    const FRAG_PAIRS: bool = false;
+    /// The two words of [`Self::group_q_in`] lane `t` (`t` < 4) holds of group `g` of one row in
+    /// the narrow MMQ kernel's decode into registers (gpu/src/moe/mmq/pipe/regs.rs): words `t`
+    /// and `t + 4`, or `2 t` and `2 t + 1` with [`Self::FRAG_PAIRS`]. The types it decodes this
+    /// way (`layout::mmq_narrow_in_registers`) read only the bytes of their two words; this
+    /// default, which decodes the whole group, serves the others (the IQ2 types), which no
+    /// kernel decodes per lane.
     #[inline(always)]
     fn frag_q_in<R: BlockBytes>(b: R, g: usize, t: u32) -> [u32; 2] {
         let q = Self::group_q_in(b, g);
@@ -144,10 +152,17 @@ pub trait WeightBlock: Copy {
             2 => w[2],
             _ => w[3],
         };
-        [
-            pick([q[0], q[1], q[2], q[3]]),
-            pick([q[4], q[5], q[6], q[7]]),
-        ]
+        if Self::FRAG_PAIRS {
+            [
+                pick([q[0], q[2], q[4], q[6]]),
+                pick([q[1], q[3], q[5], q[7]]),
+            ]
+        } else {
+            [
+                pick([q[0], q[1], q[2], q[3]]),
+                pick([q[4], q[5], q[6], q[7]]),
+            ]
+        }
     }
     #[inline(always)]
     fn group_q(&self, g: usize) -> [u32; 8] {
@@ -202,11 +217,12 @@ impl WeightBlock for BlockQ2_0 {
         let hi = q2_0_expand4(b.u32_at(base + 4));
         [lo[0], lo[1], lo[2], lo[3], hi[0], hi[1], hi[2], hi[3]]
     }
+    /// Word i of a group is byte i of its 8 (sequential packing, 4 codes a byte), so words
+    /// `2 t` and `2 t + 1` are one 16-bit read.
+    const FRAG_PAIRS: bool = true;
     #[inline(always)]
     fn frag_q_in<R: BlockBytes>(b: R, g: usize, t: u32) -> [u32; 2] {
-        // Word i of the group is byte i of its 8 (sequential packing, 4 codes a byte).
-        let base = QS + 8 * (g & 1) + (t & 3) as usize;
-        q2_0_expand2(b.u8(base), b.u8(base + 4))
+        q2_0_expand2_u16(b.u16(QS + 8 * (g & 1) + 2 * (t & 3) as usize))
     }
     #[inline(always)]
     fn group_scales_in<R: BlockBytes>(b: R, _g: usize) -> [f32; 2] {

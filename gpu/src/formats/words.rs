@@ -104,11 +104,17 @@ pub fn q2_0_expand4(x: u32) -> [u32; 4] {
     ]
 }
 
-/// Two Q2_0 bytes -> their [`q2_0_expand`] words, as [`q2_0_expand4`] spreads and looks up a
-/// pair: the bytes 16 bits apart, their codes one per nibble, one `prmt` per byte.
+/// The [`q2_0_expand`] words of the two bytes of a 16-bit word (low byte first), as
+/// [`q2_0_expand4`] spreads and looks up a pair: the bytes moved 16 bits apart by one `prmt`,
+/// their codes one per nibble, one `prmt` lookup per byte.
 #[inline(always)]
-pub fn q2_0_expand2(b0: u32, b1: u32) -> [u32; 2] {
-    let y = (b0 & 0xff) | (b1 & 0xff) << 16;
+pub fn q2_0_expand2_u16(v: u32) -> [u32; 2] {
+    q2_0_expand_spaced(byte_perm(v, 0, 0x4140))
+}
+
+/// The [`q2_0_expand`] words of bytes 0 and 2 of `y` (bytes 1 and 3 zero).
+#[inline(always)]
+fn q2_0_expand_spaced(y: u32) -> [u32; 2] {
     let z = (y | (y << 4)) & 0x0f0f_0f0f;
     let s = (z | (z << 2)) & 0x3333_3333;
     [
@@ -227,11 +233,10 @@ mod tests {
     #[test]
     fn q2_0_pairs_expand_as_single_bytes() {
         for b in 0..65_536u32 {
-            let (b0, b1) = (b & 0xff, b >> 8);
-            let want = [q2_0_expand(b0 as u8), q2_0_expand(b1 as u8)];
-            assert_eq!(q2_0_expand2(b0, b1), want, "{b:#x}");
-            // Bits above the byte are ignored.
-            assert_eq!(q2_0_expand2(b0 | 0xab00, b1 | 0x1200), want, "{b:#x}");
+            let want = [q2_0_expand(b as u8), q2_0_expand((b >> 8) as u8)];
+            assert_eq!(q2_0_expand2_u16(b), want, "{b:#x}");
+            // Bits above the 16 are ignored.
+            assert_eq!(q2_0_expand2_u16(b | 0xabcd_0000), want, "{b:#x}");
         }
     }
 

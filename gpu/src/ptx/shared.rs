@@ -103,19 +103,30 @@ pub unsafe fn ld_shared_v4_u32(addr: u32) -> [u32; 4] {
     [a, b, c, d]
 }
 
-/// `ld.shared.v2.f32`.
+/// `ld.shared.v2.b32`.
 ///
 /// # Safety
 /// `addr` must be an 8-byte aligned shared address inside the dynamic shared memory.
 #[inline(always)]
-pub unsafe fn ld_shared_v2_f32(addr: u32) -> [f32; 2] {
-    let (a, b): (f32, f32);
+pub unsafe fn ld_shared_v2_u32(addr: u32) -> [u32; 2] {
+    let (a, b): (u32, u32);
     // SAFETY: the caller guarantees the address.
     unsafe {
-        asm!("ld.shared.v2.f32 {{{a}, {b}}}, [{p}];", a = out(reg32) a, b = out(reg32) b,
+        asm!("ld.shared.v2.b32 {{{a}, {b}}}, [{p}];", a = out(reg32) a, b = out(reg32) b,
              p = in(reg32) addr, options(readonly, nostack));
     }
     [a, b]
+}
+
+/// `ld.shared.v2` of two f32.
+///
+/// # Safety
+/// As [`ld_shared_v2_u32`].
+#[inline(always)]
+pub unsafe fn ld_shared_v2_f32(addr: u32) -> [f32; 2] {
+    // SAFETY: forwarded contract.
+    let [a, b] = unsafe { ld_shared_v2_u32(addr) };
+    [f32::from_bits(a), f32::from_bits(b)]
 }
 
 /// `atom.shared.add.u32` [9.7.13.3]: returns the old value.

@@ -155,9 +155,13 @@ mod tests {
             let b: B = bytemuck::pod_read_unaligned(chunk);
             for g in 0..B::GROUPS {
                 let q = b.group_q(g);
-                for t in 0..4u32 {
-                    let f = B::frag_q_in(Mem::of(&b), g, t);
-                    let want = [q[t as usize], q[t as usize + 4]];
+                for t in 0..4usize {
+                    let f = B::frag_q_in(Mem::of(&b), g, t as u32);
+                    let want = if B::FRAG_PAIRS {
+                        [q[2 * t], q[2 * t + 1]]
+                    } else {
+                        [q[t], q[t + 4]]
+                    };
                     assert_eq!(f, want, "{:?} block {i} group {g} lane {t}", B::WTYPE);
                 }
             }

@@ -1,8 +1,9 @@
 //! The narrow kernel's K loop for the types it decodes into registers
 //! (`layout::mmq_narrow_in_registers`: Q8_0, Q2_0, IQ4_NL, IQ3_XXS, IQ3_S). A narrow warp owns
 //! 16 weight rows, so each lane decodes what its `m16n8k32` A fragment holds of its two rows
-//! (`g` and `g + 8`, values `4 t ..` and `16 + 4 t ..` of each 32-value group:
-//! `WeightBlock::frag_q_in`) straight from the raw stage, and their scales from the blocks: no
+//! (`g` and `g + 8`, values `4 t ..` and `16 + 4 t ..` of each 32-value group, or `8 t .. 8 t +
+//! 7` for Q2_0 with the activations loaded in that order: `WeightBlock::frag_q_in`,
+//! `FRAG_PAIRS`) straight from the raw stage, and their scales from the blocks: no
 //! decoded tile, no stores of it, no `ldmatrix` of it, and its 41 KB of shared memory go to a
 //! longer copy lead.
 //!
@@ -18,7 +19,9 @@
 use super::{Cta, ROW, copy, ld4};
 use crate::formats::{Shared, WeightBlock};
 use crate::layout::{MMQ_KSTEP, MmqParams, fused_stage_row_bytes, fused_sub_steps};
-use crate::ptx::{ldmatrix_x4, mma_m16n8k16_s8, mma_m16n8k32_s8, sync_threads, tid_x};
+use crate::ptx::{
+    ld_shared_v2_u32, ldmatrix_x4, mma_m16n8k16_s8, mma_m16n8k32_s8, sync_threads, tid_x,
+};
 use crate::quant::{MAGIC, mmq_step_16_magic, mmq_step_32_magic};
 
 /// The K loop over `nk` steps, steps `0..=lead` already issued (one commit group each).
@@ -87,6 +90,8 @@ unsafe fn product_nt<B: WeightBlock, const NT: usize>(
     let srb = fused_stage_row_bytes(B::WTYPE) as u64;
     let bv = B::WTYPE.block_values() as u32;
     let sixteen = B::WTYPE.scale_values() == 16;
+    // A 16-value scale's two `m16n8k16` need values 0..16 and 16..32 in their own registers.
+    const { assert!(!(B::FRAG_PAIRS && B::WTYPE.scale_values() == 16)) };
     let raw = c.raw(j, sub);
     let acts = c.acts(j);
     // The lane's rows' bytes in the stage (each row's window starts 16-byte aligned):
@@ -121,12 +126,26 @@ unsafe fn product_nt<B: WeightBlock, const NT: usize>(
         let (q0, s0) = (B::frag_q_in(blk(0), gi, tc), B::group_scales_in(blk(0), gi));
         let (q1, s1) = (B::frag_q_in(blk(1), gi, tc), B::group_scales_in(blk(1), gi));
         let af = [q0[0], q1[0], q0[1], q1[1]];
-        // SAFETY: columns < 16 of the step's activation blocks, 16-byte aligned rows.
-        let v = unsafe {
-            let col = lane % 8 + 8 * (lane / 16);
-            ldmatrix_x4(acts + col * ROW + 16 + g * 32 + ((lane / 8) % 2) * 16)
+        let bf = if B::FRAG_PAIRS {
+            // The A fragment's K order (values 8 t .. 8 t + 7 of the group in lane t): each
+            // live tile's column 8 nt + g, its 8 bytes at 8 t.
+            let mut bf = [[0u32; 2]; 2];
+            unroll!(nt in [0, 1] {
+                if nt < NT {
+                    let col = 8 * nt as u32 + gr;
+                    // SAFETY: column < 16 of the step's activation blocks, 8-byte aligned.
+                    bf[nt] = unsafe { ld_shared_v2_u32(acts + col * ROW + 16 + g * 32 + 8 * tc) };
+                }
+            });
+            bf
+        } else {
+            // SAFETY: columns < 16 of the step's activation blocks, 16-byte aligned rows.
+            let v = unsafe {
+                let col = lane % 8 + 8 * (lane / 16);
+                ldmatrix_x4(acts + col * ROW + 16 + g * 32 + ((lane / 8) % 2) * 16)
+            };
+            [[v[0], v[1]], [v[2], v[3]]]
         };
-        let bf = [[v[0], v[1]], [v[2], v[3]]];
         unroll!(nt in [0, 1] {
             if nt < NT {
                 let dbn = [db[2 * nt][gs], db[2 * nt + 1][gs]];
