@@ -42,6 +42,29 @@ fn params_echo() {
     assert_eq!(got, bytemuck::bytes_of(&p));
 }
 
+/// Runs a probe kernel with one thread per binary16 pattern (65,536) and one output buffer
+/// argument of `per` u32 per thread (poisoned first); returns the buffer.
+///
+/// # Safety
+/// `kernel` takes exactly that buffer and writes only its `65,536 x per` u32.
+unsafe fn every_f16_pattern(
+    gpu: &host::device::Gpu,
+    kernel: &cudarc::driver::CudaFunction,
+    per: usize,
+) -> Vec<u32> {
+    let mut out = gpu
+        .alloc_filled::<u32>(per * 65_536, POISON)
+        .expect("alloc");
+    let cfg = LaunchConfig {
+        grid_dim: (256, 1, 1),
+        block_dim: (256, 1, 1),
+        shared_mem_bytes: 0,
+    };
+    // SAFETY: 65,536 threads; the caller's contract for what they write.
+    unsafe { gpu.stream.launch_builder(kernel).arg(&mut out).launch(cfg) }.expect("launch");
+    gpu.download(&out).expect("download")
+}
+
 /// The GPU's f16 -> f32 (hardware `cvt.f32.f16` for finite values, the integer path for
 /// infinities and NaN) gives the host's bits for all 65,536 patterns: zeros, subnormals,
 /// normals, infinities and NaN payloads.
@@ -49,21 +72,8 @@ fn params_echo() {
 #[ignore = "needs a CUDA GPU"]
 fn f16_to_f32_every_pattern() {
     let gpu = gpu();
-    let mut out = gpu.alloc_filled::<u32>(65_536, POISON).expect("alloc");
-    let cfg = LaunchConfig {
-        grid_dim: (256, 1, 1),
-        block_dim: (256, 1, 1),
-        shared_mem_bytes: 0,
-    };
-    // SAFETY: 65,536 threads write one u32 each into `out`, which holds 65,536.
-    unsafe {
-        gpu.stream
-            .launch_builder(&gpu.kernels.probe_f16_to_f32)
-            .arg(&mut out)
-            .launch(cfg)
-    }
-    .expect("launch");
-    let got = gpu.download(&out).expect("download");
+    // SAFETY: the probe writes one u32 per thread.
+    let got = unsafe { every_f16_pattern(&gpu, &gpu.kernels.probe_f16_to_f32, 1) };
     let mut bad = 0;
     for (h, g) in got.iter().enumerate() {
         let want = gpu::quant::f16_to_f32_soft(h as u16).to_bits();
@@ -86,21 +96,8 @@ fn f16_to_f32_every_pattern() {
 fn f16_scale_conversion_keeps_mmq_steps() {
     use gpu::quant::{f16_to_f32_soft, mmq_step_16, mmq_step_32};
     let gpu = gpu();
-    let mut out = gpu.alloc_filled::<u32>(4 * 65_536, POISON).expect("alloc");
-    let cfg = LaunchConfig {
-        grid_dim: (256, 1, 1),
-        block_dim: (256, 1, 1),
-        shared_mem_bytes: 0,
-    };
-    // SAFETY: 65,536 threads write four u32 each into `out`, which holds 4 x 65,536.
-    unsafe {
-        gpu.stream
-            .launch_builder(&gpu.kernels.probe_f16_scale_step)
-            .arg(&mut out)
-            .launch(cfg)
-    }
-    .expect("launch");
-    let got = gpu.download(&out).expect("download");
+    // SAFETY: the probe writes four u32 per thread.
+    let got = unsafe { every_f16_pattern(&gpu, &gpu.kernels.probe_f16_scale_step, 4) };
     let (mut differ, mut nan_results, mut off_host) = (0, 0, 0);
     for h in 0..65_536usize {
         let g = &got[4 * h..4 * h + 4];
