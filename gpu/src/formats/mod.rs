@@ -141,8 +141,8 @@ pub trait WeightBlock: Copy {
     /// the narrow MMQ kernel's decode into registers (gpu/src/moe/mmq/pipe/regs.rs): words `t`
     /// and `t + 4`, or `2 t` and `2 t + 1` with [`Self::FRAG_PAIRS`]. The types it decodes this
     /// way (`layout::mmq_narrow_in_registers`) read only the bytes of their two words; this
-    /// default, which decodes the whole group, serves the others (the IQ2 types), which no
-    /// kernel decodes per lane.
+    /// default, which decodes the whole group and gives words `t` and `t + 4`, serves the others
+    /// (the IQ2 types), which no kernel decodes per lane. A type with `FRAG_PAIRS` overrides it.
     #[inline(always)]
     fn frag_q_in<R: BlockBytes>(b: R, g: usize, t: u32) -> [u32; 2] {
         let q = Self::group_q_in(b, g);
@@ -152,17 +152,10 @@ pub trait WeightBlock: Copy {
             2 => w[2],
             _ => w[3],
         };
-        if Self::FRAG_PAIRS {
-            [
-                pick([q[0], q[2], q[4], q[6]]),
-                pick([q[1], q[3], q[5], q[7]]),
-            ]
-        } else {
-            [
-                pick([q[0], q[1], q[2], q[3]]),
-                pick([q[4], q[5], q[6], q[7]]),
-            ]
-        }
+        [
+            pick([q[0], q[1], q[2], q[3]]),
+            pick([q[4], q[5], q[6], q[7]]),
+        ]
     }
     #[inline(always)]
     fn group_q(&self, g: usize) -> [u32; 8] {

@@ -43,9 +43,9 @@ pub unsafe fn ld_shared_u32(addr: u32) -> u32 {
     r
 }
 
-/// `ld.shared.u16`, zero-extended (the compiler is told so). `pure` (as [`ld_shared_u8`]): the compiler may merge two
-/// loads of one address with no store or barrier between them (every store and barrier here is
-/// an asm or intrinsic that writes memory, so none is crossed).
+/// `ld.shared.u16`, zero-extended (the compiler is told so). `pure` (as [`ld_shared_u8`]): the
+/// compiler may merge two loads of one address with no store or barrier between them (every
+/// store and barrier here is an asm or intrinsic that writes memory, so none is crossed).
 ///
 /// # Safety
 /// `addr` must be a 2-byte aligned shared address inside the dynamic shared memory.

@@ -83,8 +83,8 @@ pub fn mmq_step_16(acc: f32, c0: i32, c1: i32, da0: f32, da1: f32, db: f32) -> f
 }
 
 /// The GPU probe `probe_f16_scale_step`'s inputs for weight-scale pattern `h` (the host's check,
-/// tests/tests/probe.rs, computes them with this same function): two integer sums (|c| < 2^19, as a 32-value group's may be), an activation scale
-/// and an accumulator.
+/// tests/tests/probe.rs, computes them with this same function): two integer sums (|c| < 2^19,
+/// as a 32-value group's may be), an activation scale and an accumulator.
 #[inline(always)]
 pub fn scale_probe_inputs(h: u32) -> (i32, i32, f32, f32) {
     let x = h.wrapping_mul(0x9e37_79b9) ^ (h >> 7);

@@ -1,5 +1,14 @@
 use super::*;
 
+/// One step of the tests' 64-bit linear congruential generator (Knuth's MMIX constants):
+/// advances `s` and returns its new value.
+fn lcg(s: &mut u64) -> u64 {
+    *s = s
+        .wrapping_mul(6364136223846793005)
+        .wrapping_add(1442695040888963407);
+    *s
+}
+
 #[test]
 fn round_half_away_matches_roundf() {
     for &(v, want) in &[
@@ -17,9 +26,7 @@ fn round_half_away_matches_roundf() {
     }
     let mut s = 0x1234_5678u64;
     for _ in 0..100_000 {
-        s = s
-            .wrapping_mul(6364136223846793005)
-            .wrapping_add(1442695040888963407);
+        lcg(&mut s);
         let v = ((s >> 40) as f32 / (1u64 << 24) as f32 - 0.5) * 300.0;
         assert_eq!(round_half_away(v), v.round() as i32, "{v}");
     }
@@ -90,9 +97,7 @@ fn q8_1_quant_matches_the_rule() {
     };
     let mut s = 0x9e37_79b9u64;
     let mut next = || {
-        s = s
-            .wrapping_mul(6364136223846793005)
-            .wrapping_add(1442695040888963407);
+        lcg(&mut s);
         (s >> 32) as u32
     };
     for _ in 0..200_000 {
@@ -136,9 +141,7 @@ fn f16_round_trip_all_values() {
     }
     let mut s = 99u64;
     for _ in 0..200_000 {
-        s = s
-            .wrapping_mul(6364136223846793005)
-            .wrapping_add(1442695040888963407);
+        lcg(&mut s);
         let f = f32::from_bits((s >> 32) as u32);
         let want = half::f16::from_f32(f);
         if f.is_nan() {
@@ -155,9 +158,7 @@ fn magic_steps_equal_the_plain_steps() {
     // random scales: the MAGIC form gives the same bits as the conversion.
     let mut s = 5u64;
     for c in -(1 << 19)..(1 << 19) {
-        s = s
-            .wrapping_mul(6364136223846793005)
-            .wrapping_add(1442695040888963407);
+        lcg(&mut s);
         let (da, db, acc) = (
             f32::from_bits(0x3000_0000 | (s >> 40) as u32),
             f32::from_bits(0x3800_0000 | (s >> 16) as u32 & 0x00ff_ffff),
@@ -261,9 +262,7 @@ mod accuracy {
     fn swiglu_within_a_few_ulp_of_f64() {
         let mut s = 0x5eedu64;
         let mut next = || {
-            s = s
-                .wrapping_mul(6364136223846793005)
-                .wrapping_add(1442695040888963407);
+            lcg(&mut s);
             (s >> 11) as f64 / (1u64 << 53) as f64
         };
         let mut hist = [0usize; 5];

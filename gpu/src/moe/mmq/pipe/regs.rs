@@ -128,7 +128,7 @@ unsafe fn product_nt<B: WeightBlock, const NT: usize>(
         let af = [q0[0], q1[0], q0[1], q1[1]];
         let bf = if B::FRAG_PAIRS {
             // The A fragment's K order (values 8 t .. 8 t + 7 of the group in lane t): each
-            // live tile's column 8 nt + g, its 8 bytes at 8 t.
+            // live tile's column 8 nt + gr, its 8 bytes at 8 t of the group.
             let mut bf = [[0u32; 2]; 2];
             unroll!(nt in [0, 1] {
                 if nt < NT {
