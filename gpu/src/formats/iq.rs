@@ -3,7 +3,7 @@
 
 use super::{BlockBytes, QS, WeightBlock, apply_signs4, d_of};
 use crate::layout::{BlockIq2S, BlockIq2Xs, BlockIq2Xxs, BlockIq3S, BlockIq3Xxs, WType};
-use crate::tables::{IQ2S_GRID, IQ2XS_GRID, IQ2XXS_GRID, IQ3S_GRID, IQ3XXS_GRID, KSIGNS_IQ2XS};
+use crate::tables::{IQ2S_GRID, IQ2XS_GRID, IQ2XXS_GRID, IQ3S_GRID, IQ3XXS_GRID};
 
 /// IQ2-style group of 8 values: a u64 grid entry and 8 sign bits -> 2 words.
 #[inline(always)]
@@ -30,18 +30,30 @@ impl WeightBlock for BlockIq2Xxs {
         let aux = b.u32_at(o + 4);
         let mut w = [0u32; 8];
         for l in 0..4 {
-            let signs = KSIGNS_IQ2XS[((aux >> (7 * l)) & 127) as usize] as u32;
-            let [a, c] = grid8(IQ2XXS_GRID[byte(idx, l) as usize], signs);
+            let signs = b.signs(aux >> (7 * l));
+            let [a, c] = grid8(b.grid8(&IQ2XXS_GRID, byte(idx, l)), signs);
             w[2 * l] = a;
             w[2 * l + 1] = c;
         }
         w
     }
+    /// Lane `t` holds grid entry `t` of the group (values `8 t .. 8 t + 7`): one index byte,
+    /// one sign lookup, one grid lookup.
+    const FRAG_PAIRS: bool = true;
+    #[inline(always)]
+    fn frag_q_in<R: BlockBytes>(b: R, g: usize, t: u32) -> [u32; 2] {
+        let o = QS + 8 * (g & 7);
+        let l = (t & 3) as usize;
+        let aux = b.u32_at(o + 4);
+        let signs = b.signs(aux >> (7 * l));
+        grid8(b.grid8(&IQ2XXS_GRID, b.u8(o + l)), signs)
+    }
     #[inline(always)]
     fn group_scales_in<R: BlockBytes>(b: R, g: usize) -> [f32; 2] {
         let s = b.u8(QS + 8 * (g & 7) + 7) >> 4;
-        // d * (0.5 + s) * 0.25 == d * (2 s + 1) / 8, exactly (16-bit product).
-        let v = d_of(b) * (2 * s + 1) as f32 * 0.125;
+        // d * (0.5 + s) * 0.25 == d / 8 * (2 s + 1), exactly (16-bit product); d / 8 is the
+        // same for every group of the block.
+        let v = d_of(b) * 0.125 * (2 * s + 1) as f32;
         [v, v]
     }
 }
@@ -49,7 +61,7 @@ impl WeightBlock for BlockIq2Xxs {
 /// `d * (0.5 + s) * 0.25` for a 4-bit scale `s`: IQ2_XS / IQ2_S sub-scales (exact).
 #[inline(always)]
 fn iq2_sub_scale(d: f32, s: u32) -> f32 {
-    d * (2 * (s & 15) + 1) as f32 * 0.125
+    d * 0.125 * (2 * (s & 15) + 1) as f32
 }
 
 /// The two sub-scales of an IQ2_XS / IQ2_S group from its scale byte at `off` (low nibble:
@@ -87,12 +99,21 @@ impl WeightBlock for BlockIq2Xs {
         let mut w = [0u32; 8];
         for l in 0..4 {
             let q = b.u16(o + 2 * l);
-            let signs = KSIGNS_IQ2XS[(q >> 9) as usize & 127] as u32;
-            let [a, c] = grid8(IQ2XS_GRID[(q & 511) as usize], signs);
+            let signs = b.signs(q >> 9);
+            let [a, c] = grid8(b.grid8(&IQ2XS_GRID, q & 511), signs);
             w[2 * l] = a;
             w[2 * l + 1] = c;
         }
         w
+    }
+    /// Lane `t` holds grid entry `t` (values `8 t .. 8 t + 7`): lanes 0 and 1 the first 16
+    /// values (the first scale), lanes 2 and 3 the last 16.
+    const FRAG_PAIRS: bool = true;
+    #[inline(always)]
+    fn frag_q_in<R: BlockBytes>(b: R, g: usize, t: u32) -> [u32; 2] {
+        let q = b.u16(QS + 8 * (g & 7) + 2 * (t & 3) as usize);
+        let signs = b.signs(q >> 9);
+        grid8(b.grid8(&IQ2XS_GRID, q & 511), signs)
     }
     #[inline(always)]
     fn group_scales_in<R: BlockBytes>(b: R, g: usize) -> [f32; 2] {
@@ -112,11 +133,20 @@ impl WeightBlock for BlockIq2S {
         let mut w = [0u32; 8];
         for l in 0..4 {
             let i = byte(idx, l) | ((qh >> (2 * l)) & 3) << 8;
-            let [a, c] = grid8(IQ2S_GRID[i as usize], byte(signs, l));
+            let [a, c] = grid8(b.grid8(&IQ2S_GRID, i), byte(signs, l));
             w[2 * l] = a;
             w[2 * l + 1] = c;
         }
         w
+    }
+    /// Lane `t` holds grid entry `t` (values `8 t .. 8 t + 7`), as IQ2_XS.
+    const FRAG_PAIRS: bool = true;
+    #[inline(always)]
+    fn frag_q_in<R: BlockBytes>(b: R, g: usize, t: u32) -> [u32; 2] {
+        let (ib, l) = (g & 7, (t & 3) as usize);
+        let qh = b.u8(IQ2S_QH + ib);
+        let i = b.u8(QS + 4 * ib + l) | ((qh >> (2 * l)) & 3) << 8;
+        grid8(b.grid8(&IQ2S_GRID, i), b.u8(QS + 32 + 4 * ib + l))
     }
     #[inline(always)]
     fn group_scales_in<R: BlockBytes>(b: R, g: usize) -> [f32; 2] {
@@ -134,13 +164,13 @@ impl WeightBlock for BlockIq3Xxs {
         let idx = [b.u32_at(QS + 8 * ib), b.u32_at(QS + 8 * ib + 4)];
         let mut w = [0u32; 8];
         for l in 0..4 {
-            let signs = KSIGNS_IQ2XS[((aux >> (7 * l)) & 127) as usize] as u32;
+            let signs = b.signs(aux >> (7 * l));
             let (i0, i1) = (
                 byte(idx[l / 2], 2 * (l % 2)),
                 byte(idx[l / 2], 2 * (l % 2) + 1),
             );
-            w[2 * l] = apply_signs4(IQ3XXS_GRID[i0 as usize], signs);
-            w[2 * l + 1] = apply_signs4(IQ3XXS_GRID[i1 as usize], signs >> 4);
+            w[2 * l] = apply_signs4(b.grid4(&IQ3XXS_GRID, i0), signs);
+            w[2 * l + 1] = apply_signs4(b.grid4(&IQ3XXS_GRID, i1), signs >> 4);
         }
         w
     }
@@ -151,17 +181,17 @@ impl WeightBlock for BlockIq3Xxs {
         let (l, h) = (((t & 3) >> 1) as usize, (t & 1) as usize);
         let aux = b.u32_at(QS + 64 + 4 * ib);
         let word = |l: usize| {
-            let signs = KSIGNS_IQ2XS[((aux >> (7 * l)) & 127) as usize] as u32;
+            let signs = b.signs(aux >> (7 * l));
             let i = b.u8(QS + 8 * ib + 2 * l + h);
-            apply_signs4(IQ3XXS_GRID[i as usize], signs >> (4 * h))
+            apply_signs4(b.grid4(&IQ3XXS_GRID, i), signs >> (4 * h))
         };
         [word(l), word(l + 2)]
     }
     #[inline(always)]
     fn group_scales_in<R: BlockBytes>(b: R, g: usize) -> [f32; 2] {
         let s = b.u8(QS + 64 + 4 * (g & 7) + 3) >> 4;
-        // d * (0.5 + s) * 0.5 == d * (2 s + 1) / 4, exactly.
-        let v = d_of(b) * (2 * s + 1) as f32 * 0.25;
+        // d * (0.5 + s) * 0.5 == d / 4 * (2 s + 1), exactly.
+        let v = d_of(b) * 0.25 * (2 * s + 1) as f32;
         [v, v]
     }
 }
@@ -180,8 +210,8 @@ impl WeightBlock for BlockIq3S {
             let i0 = (q & 0xff) | ((qh >> (2 * l)) & 1) << 8;
             let i1 = ((q >> 8) & 0xff) | ((qh >> (2 * l + 1)) & 1) << 8;
             let s = byte(signs, l);
-            w[2 * l] = apply_signs4(IQ3S_GRID[i0 as usize], s);
-            w[2 * l + 1] = apply_signs4(IQ3S_GRID[i1 as usize], s >> 4);
+            w[2 * l] = apply_signs4(b.grid4(&IQ3S_GRID, i0), s);
+            w[2 * l + 1] = apply_signs4(b.grid4(&IQ3S_GRID, i1), s >> 4);
         }
         w
     }
@@ -196,7 +226,7 @@ impl WeightBlock for BlockIq3S {
             let w = 2 * l + h;
             let i = b.u8(QS + 8 * ib + w) | ((qh >> w) & 1) << 8;
             let signs = b.u8(IQ3S_SIGNS + 4 * ib + l) >> (4 * h);
-            apply_signs4(IQ3S_GRID[i as usize], signs)
+            apply_signs4(b.grid4(&IQ3S_GRID, i), signs)
         };
         [word(l), word(l + 2)]
     }

@@ -9,9 +9,14 @@
 
 use crate::layout::{BlockIq4Nl, BlockQ2_0, BlockQ8_0, WType};
 use crate::quant::f16_scale_to_f32;
+use crate::tables::KSIGNS_IQ2XS;
 
 mod iq;
+mod lookup;
 mod words;
+#[cfg(target_arch = "nvptx64")]
+pub use lookup::SharedTables;
+pub use lookup::lookup_table_word;
 use words::iq4_nl_table;
 pub use words::{
     apply_signs4, byte_perm, iq4_nl_values4, q2_0_expand, q2_0_expand2_u16, q2_0_expand4,
@@ -61,6 +66,22 @@ pub trait BlockBytes: Copy {
     #[inline(always)]
     fn u32_at(self, off: usize) -> u32 {
         self.u16(off) | self.u16(off + 2) << 16
+    }
+    /// Entry `i` (masked to 0..128) of ggml's sign table `ksigns_iq2xs`: the static table, or
+    /// a kernel's shared copy ([`SharedTables`]).
+    #[inline(always)]
+    fn signs(self, i: u32) -> u32 {
+        KSIGNS_IQ2XS[(i & 127) as usize] as u32
+    }
+    /// Entry `i` (masked to the table) of an IQ2 grid, `table` the decoded type's own.
+    #[inline(always)]
+    fn grid8(self, table: &'static [u64], i: u32) -> u64 {
+        table[i as usize & (table.len() - 1)]
+    }
+    /// Entry `i` (masked to the table) of an IQ3 grid, `table` the decoded type's own.
+    #[inline(always)]
+    fn grid4(self, table: &'static [u32], i: u32) -> u32 {
+        table[i as usize & (table.len() - 1)]
     }
 }
 
@@ -134,29 +155,14 @@ pub trait WeightBlock: Copy {
     /// `16 + 4 t ..`, the `m16n8k32` fragment's own order). An `mma` sums over K in any order
     /// that its A and B fragments share, so the narrow kernel then loads each column's
     /// activations in the same order (one 8-byte load at byte `8 t` of the group, regs.rs).
-    /// For types whose two words are adjacent bytes (Q2_0: one 16-bit load); only for
-    /// one scale per 32 values (a 16-value scale needs the two halves apart).
+    /// For types whose two words are adjacent bytes (Q2_0: one 16-bit load) or one grid entry
+    /// (the IQ2 types: one lookup per lane, where two lanes would each look an entry up).
     const FRAG_PAIRS: bool = false;
     /// The two words of [`Self::group_q_in`] lane `t` (`t` < 4) holds of group `g` of one row in
     /// the narrow MMQ kernel's decode into registers (gpu/src/moe/mmq/pipe/regs.rs): words `t`
-    /// and `t + 4`, or `2 t` and `2 t + 1` with [`Self::FRAG_PAIRS`]. The types it decodes this
-    /// way (`layout::mmq_narrow_in_registers`) read only the bytes of their two words; this
-    /// default, which decodes the whole group and gives words `t` and `t + 4`, serves the others
-    /// (the IQ2 types), which no kernel decodes per lane. A type with `FRAG_PAIRS` overrides it.
-    #[inline(always)]
-    fn frag_q_in<R: BlockBytes>(b: R, g: usize, t: u32) -> [u32; 2] {
-        let q = Self::group_q_in(b, g);
-        let pick = |w: [u32; 4]| match t & 3 {
-            0 => w[0],
-            1 => w[1],
-            2 => w[2],
-            _ => w[3],
-        };
-        [
-            pick([q[0], q[1], q[2], q[3]]),
-            pick([q[4], q[5], q[6], q[7]]),
-        ]
-    }
+    /// and `t + 4`, or `2 t` and `2 t + 1` with [`Self::FRAG_PAIRS`], reading only the bytes of
+    /// those two words.
+    fn frag_q_in<R: BlockBytes>(b: R, g: usize, t: u32) -> [u32; 2];
     #[inline(always)]
     fn group_q(&self, g: usize) -> [u32; 8] {
         Self::group_q_in(Mem::of(self), g)

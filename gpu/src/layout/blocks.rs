@@ -227,7 +227,54 @@ impl WType {
     pub const fn row_bytes(self, k: usize) -> usize {
         k / self.block_values() * self.block_bytes()
     }
+
+    /// Entries and bytes per entry of the type's value grid (ggml's `iq*_grid`: 8 values an
+    /// entry for the IQ2 types, 4 for the IQ3 types); `(0, 0)` for the types without one.
+    pub const fn grid(self) -> (usize, usize) {
+        match self {
+            WType::Iq2Xxs => (256, 8),
+            WType::Iq2Xs => (512, 8),
+            WType::Iq2S => (1024, 8),
+            WType::Iq3Xxs => (256, 4),
+            WType::Iq3S => (512, 4),
+            WType::Q8_0 | WType::Q2_0 | WType::Iq4Nl => (0, 0),
+        }
+    }
+
+    /// Whether the type's signs are 7-bit indices into ggml's `ksigns_iq2xs` (IQ2_XXS, IQ2_XS,
+    /// IQ3_XXS); IQ2_S and IQ3_S store their sign bits.
+    pub const fn sign_indices(self) -> bool {
+        matches!(self, WType::Iq2Xxs | WType::Iq2Xs | WType::Iq3Xxs)
+    }
+
+    /// Offset of the grid in the type's lookup tables as a kernel keeps them in shared memory
+    /// (`formats::SharedTables`): after ggml's 128-byte sign table `ksigns_iq2xs`
+    /// ([`SIGN_TABLE_BYTES`]) for the types with [`Self::sign_indices`], else at 0.
+    pub const fn lookup_grid_offset(self) -> usize {
+        if self.sign_indices() {
+            SIGN_TABLE_BYTES
+        } else {
+            0
+        }
+    }
+
+    /// Bytes of the type's lookup tables in shared memory (see [`Self::lookup_grid_offset`]); 0
+    /// for the types without a grid.
+    pub const fn lookup_table_bytes(self) -> usize {
+        let (n, b) = self.grid();
+        if n == 0 {
+            0
+        } else {
+            self.lookup_grid_offset() + n * b
+        }
+    }
 }
+
+/// Bytes of ggml's sign table `ksigns_iq2xs` (128 entries of 8 sign bits). In shared memory
+/// its 32 words sit in the 32 banks, so a warp's 32 lookups are one wavefront (measured on the
+/// H200: a table of 16-byte sign masks per entry in its place, one load and two instructions
+/// fewer per 8 values, made the IQ2_XXS products 37 % slower: BENCHMARKS.md).
+pub const SIGN_TABLE_BYTES: usize = 128;
 
 /// How MMQ lays out the q8_1 activations a weight type reads (`mmq_get_q8_1_ds_layout`,
 /// docs/ggml-reference.md §3.2).

@@ -21,33 +21,6 @@ pub const MMQ_PIPE_BAR_ARRIVALS: usize = 1;
 /// Activation rows (MMQ columns) of a narrow CTA.
 pub const MMQ_NARROW_COLS: usize = 16;
 
-/// Whether a product over weight type `w` takes the narrow kernel at few rows per expert however
-/// long its K loop (the host's auto choice: host/src/moe/expert/mmq.rs): the types it decodes
-/// into registers ([`mmq_narrow_in_registers`]; measured on the H200 at T = 512, their gate/up
-/// products run 4-36 % faster narrow than wide), which include the IQ3 grids (narrow already
-/// with the decoded tile: IQ3_S gate/up 0.896 -> 0.805 ms, IQ3_XXS 0.915 -> 0.777, whose decode
-/// weighs on the wide kernel's long K loops). The IQ2 types' gate/up products run 4-17 % slower
-/// narrow, and stay wide.
-pub const fn mmq_narrow_any_k(w: WType) -> bool {
-    mmq_narrow_in_registers(w)
-}
-
-/// Whether the narrow kernel decodes type `w`'s weights straight into each warp's `mma` A
-/// fragments (`WeightBlock::frag_q_in`, gpu/src/moe/mmq/pipe/regs.rs) instead of into a shared
-/// decoded tile. A narrow warp owns its 16 weight rows, so each value is still decoded once per
-/// CTA; the decoded tiles, their stores and the A fragments' `ldmatrix` drop out.
-///
-/// Measured on the H200 (gate/up at T = 512, BENCHMARKS.md), against the decoded tile: Q8_0
-/// -36 %, Q2_0 -22 %, IQ4_NL and IQ3_S -10 %, IQ3_XXS -4 %. The IQ2 types lose 10-16 %: their
-/// grid entries hold 8 values, so two lanes look up each entry (and IQ2_XXS spills at the
-/// narrow kernel's 80 registers); they keep the decoded tile.
-pub const fn mmq_narrow_in_registers(w: WType) -> bool {
-    matches!(
-        w,
-        WType::Q8_0 | WType::Q2_0 | WType::Iq4Nl | WType::Iq3Xxs | WType::Iq3S
-    )
-}
-
 /// The two tile shapes of the pipelined MMQ kernel. Both have 128 weight rows and 8 warps.
 /// - `Wide`: 64 columns; warps 4 along the rows x 2 along the columns, each 32 rows (two
 ///   16-row fragments) x 32 columns (four 8-column tiles).
@@ -88,10 +61,17 @@ impl MmqPipeShape {
         self.cols() / (8 / self.warps_m()) / 8
     }
 
-    /// Whether this shape decodes type `w` into registers ([`mmq_narrow_in_registers`]; narrow
-    /// only).
-    pub const fn in_registers(self, w: WType) -> bool {
-        matches!(self, MmqPipeShape::Narrow) && mmq_narrow_in_registers(w)
+    /// Whether this shape decodes its weights straight into each warp's `mma` A fragments
+    /// (`WeightBlock::frag_q_in`, gpu/src/moe/mmq/pipe/regs.rs) instead of into a shared decoded
+    /// tile: the narrow one, every type. A narrow warp owns its 16 weight rows, so each value is
+    /// still decoded once per CTA; the decoded tiles, their stores and the A fragments'
+    /// `ldmatrix` drop out. Measured on the H200 (gate/up at T = 512, BENCHMARKS.md), against
+    /// the decoded tile: Q8_0 -36 %, Q2_0 -22 %, IQ4_NL and IQ3_S -10 %, IQ3_XXS -4 %; the IQ2
+    /// types since their lanes each hold one grid entry (`WeightBlock::FRAG_PAIRS`) and their
+    /// tables sit in shared memory (`MmqPipeSmem::tables`), against the wide kernel: IQ2_XXS
+    /// -13 %, IQ2_S -9 %.
+    pub const fn in_registers(self) -> bool {
+        matches!(self, MmqPipeShape::Narrow)
     }
 
     /// Shared-memory budget of one CTA.
@@ -154,6 +134,11 @@ impl MmqPipeShape {
 /// later than a decode would, so it keeps `ceil((lead + 1) / sub) + 1` weight buffers and waits
 /// for step j itself at the top of iteration j (gpu/src/moe/mmq/pipe/regs.rs).
 ///
+/// - the type's lookup tables ([`WType::lookup_table_bytes`]: sign table and grid, none for
+///   the types without a grid) at `tables`, copied from the kernel's constants in its prologue:
+///   the decoders' table lookups then read shared memory, where a warp's 32 random entries
+///   cost a few bank-conflict wavefronts instead of one L1 tag lookup per cache line touched.
+///
 /// `lead` is 0 when not even a one-step lead fits the budget (no type today): the host then
 /// runs another kernel (the wide one for a narrow layout, the classic one for a wide layout).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -171,6 +156,7 @@ pub struct MmqPipeSmem {
     pub wscales: usize,
     pub xscales: usize,
     pub bars: usize,
+    pub tables: usize,
     pub total: usize,
 }
 
@@ -195,7 +181,7 @@ impl MmqPipeSmem {
         let halves = if w.scale_values() == 16 { 2 } else { 1 };
         let wscales = MMQ_ROWS * MMQ_SMEM_ROW;
         let xscales = wscales + 4 * halves * MMQ_ROWS * 4;
-        let tile_bytes = if shape.in_registers(w) {
+        let tile_bytes = if shape.in_registers() {
             0
         } else {
             xscales + 4 * shape.cols() * 4
@@ -216,6 +202,7 @@ impl MmqPipeSmem {
         let acts = nw * MMQ_ROWS * slot;
         let tiles = acts + na * acts_bytes;
         let bars = tiles + 2 * tile_bytes;
+        let tables = (bars + na * MMQ_PIPE_BAR_BYTES).next_multiple_of(16);
         MmqPipeSmem {
             slot,
             lead,
@@ -228,7 +215,8 @@ impl MmqPipeSmem {
             wscales,
             xscales,
             bars,
-            total: bars + na * MMQ_PIPE_BAR_BYTES,
+            tables,
+            total: tables + w.lookup_table_bytes(),
         }
     }
 
@@ -241,11 +229,7 @@ impl MmqPipeSmem {
 
     /// Weight and activation buffers for a lead of `lead` K steps (see the type's doc).
     pub const fn buffers(w: WType, shape: MmqPipeShape, lead: usize) -> (usize, usize) {
-        let held = if shape.in_registers(w) {
-            lead + 1
-        } else {
-            lead
-        };
+        let held = if shape.in_registers() { lead + 1 } else { lead };
         (held.div_ceil(fused_sub_steps(w)) + 1, lead + 2)
     }
 
@@ -261,7 +245,8 @@ impl MmqPipeSmem {
         while lead > 0 {
             let (nw, na) = Self::buffers(w, shape, lead);
             let bars = na * MMQ_PIPE_BAR_BYTES;
-            if nw * MMQ_ROWS * slot + na * acts_bytes + 2 * tile_bytes + bars <= budget {
+            let tables = w.lookup_table_bytes() + 15;
+            if nw * MMQ_ROWS * slot + na * acts_bytes + 2 * tile_bytes + bars + tables <= budget {
                 return lead;
             }
             lead -= 1;
@@ -310,9 +295,9 @@ mod tests {
                 assert_eq!(sm.na, sm.lead + 2);
                 // A stage in flight beside those still read: decoded (or, decoding into
                 // registers, multiplied) one step later.
-                let held = sm.lead + shape.in_registers(w) as usize;
+                let held = sm.lead + shape.in_registers() as usize;
                 assert!(sm.nw * fused_sub_steps(w) > held);
-                assert_eq!(sm.tile_bytes == 0, shape.in_registers(w), "{w:?}");
+                assert_eq!(sm.tile_bytes == 0, shape.in_registers(), "{w:?}");
                 // The SwiGLU epilogue's arrays fit the region they overlay.
                 let room = if sm.tile_bytes == 0 {
                     sm.acts
@@ -330,38 +315,32 @@ mod tests {
                 assert_eq!(sm.tiles, sm.acts + sm.na * sm.acts_bytes);
                 assert_eq!(sm.bars, sm.tiles + 2 * sm.tile_bytes);
                 assert!(sm.bars.is_multiple_of(MMQ_PIPE_BAR_BYTES));
-                assert_eq!(sm.total, sm.bars + sm.na * MMQ_PIPE_BAR_BYTES);
+                assert!(sm.tables >= sm.bars + sm.na * MMQ_PIPE_BAR_BYTES);
+                assert!(sm.tables.is_multiple_of(16) && sm.tables < sm.bars + sm.na * 8 + 16);
+                assert_eq!(sm.total, sm.tables + w.lookup_table_bytes());
                 assert!(sm.tiles.is_multiple_of(16) && sm.tile_bytes.is_multiple_of(16));
                 // At least two CTAs per SM on sm_90 (228 KB, 1 KB reserved per CTA).
                 assert!(2 * (sm.total + 1024) <= 228 * 1024, "{w:?}");
             }
         }
-        // The lead of the main pairs' gate/up types.
+        // The lead of the main pairs' gate/up types in the wide shape (IQ2_S's 8 KB grid
+        // leaves room for 1).
         let lead = |w| MmqPipeSmem::new(w).lead;
         assert_eq!(lead(WType::Q2_0), 2);
         assert_eq!(lead(WType::Iq2Xxs), 2);
         assert_eq!(lead(WType::Iq3S), 2);
-        assert_eq!(lead(WType::Iq2S), 2);
-        // Three narrow CTAs per SM where the type decodes into registers (no decoded tiles;
-        // Q2_0 with the longest lead, Q8_0's 136-byte rows with 1); with decoded tiles, IQ3_S's
-        // 128-byte and IQ2_S's 112-byte rows (with its second scale half) leave no room for a
-        // 1-step lead in 75 KB, and those layouts take the wide budget.
+        assert_eq!(lead(WType::Iq2S), 1);
+        // Three narrow CTAs per SM for every type (no decoded tiles; Q2_0 with the longest
+        // lead, Q8_0's 136-byte rows with 1, IQ2_S's grid with 3).
         let narrow = |w| MmqPipeSmem::of(w, MmqPipeShape::Narrow);
         let per_sm = |w| 228 * 1024 / (narrow(w).total + 1024);
         for w in WType::ALL {
-            if mmq_narrow_in_registers(w) {
-                assert!(per_sm(w) >= 3, "{w:?}: {:?}", narrow(w));
-            }
+            assert!(per_sm(w) >= 3, "{w:?}: {:?}", narrow(w));
+            assert!(narrow(w).lead >= 1, "{w:?}");
         }
         assert_eq!(narrow(WType::Q2_0).lead, MMQ_PIPE_MAX_LEAD);
-        for w in [WType::Iq3S, WType::Iq2S] {
-            if !mmq_narrow_in_registers(w) {
-                assert_eq!(per_sm(w), 2, "{w:?}");
-            }
-        }
-        for w in [WType::Q2_0, WType::Iq2Xxs, WType::Iq4Nl] {
-            assert!(per_sm(w) >= 3, "{w:?}");
-        }
+        assert_eq!(narrow(WType::Iq2Xxs).lead, MMQ_PIPE_MAX_LEAD);
+        assert_eq!(narrow(WType::Iq2S).lead, 3);
     }
 
     #[test]

@@ -5,15 +5,13 @@
 //! double-buffered decode, up to 113 KB), run wherever its shared memory fits, and its narrow
 //! shape (`moe_mmq_narrow_<type>`: 16-row tiles, every warp on 16 weight rows, up to 75 KB and
 //! 80 registers so that three CTAs share an SM), run where a layer has few rows per expert
-//! ([`NARROW_MAX_ROWS_PER_EXPERT`]), the product's K loop is short ([`NARROW_MAX_K_STEPS`]) or
-//! its type is one the narrow kernel decodes into registers (`gpu::layout::mmq_narrow_any_k`),
-//! and the type's narrow layout fits. `MOE_MMQ_KERNEL` (or a plan's [`MmqChoice`]) forces one. The plan that runs them is the split plan (split.rs).
+//! ([`NARROW_MAX_ROWS_PER_EXPERT`]) and the type's narrow layout fits (every type decodes
+//! into registers there, whatever the product's K: `MmqPipeShape::in_registers`). `MOE_MMQ_KERNEL` (or a plan's [`MmqChoice`]) forces one. The plan that runs them is the split plan (split.rs).
 
 use cudarc::driver::CudaFunction;
 use cudarc::driver::sys::CUfunction_attribute as FnAttr;
 use gpu::layout::{
-    MMQ_COLS, MMQ_KSTEP, MMQ_NARROW_COLS, MMQ_ROWS, MMQ_SMEM_BYTES, MmqPipeShape, MmqPipeSmem,
-    WType, mmq_narrow_any_k,
+    MMQ_COLS, MMQ_NARROW_COLS, MMQ_ROWS, MMQ_SMEM_BYTES, MmqPipeShape, MmqPipeSmem, WType,
 };
 
 use super::check_product;
@@ -38,18 +36,8 @@ pub fn eligible(s: &MoeShape) -> Result<()> {
 /// rows span several narrow tiles, and each decodes the expert's weights again.
 pub const NARROW_MAX_ROWS_PER_EXPERT: usize = 12;
 
-/// Products whose K loop has at most this many 128-value steps take the narrow kernel under
-/// `MmqChoice::Auto` (the reference shape's down product: 5; its gate/up product: 20).
-/// Measured on the H200 at T = 512 (BENCHMARKS.md): the narrow kernel runs the down product
-/// 11-19 % faster (a short K loop is bound by each CTA's pipeline fill and drain, which three
-/// CTAs per SM overlap), and the IQ2 types' gate/up products 4-17 % slower (their long K loops
-/// are bound by the shared-memory pipe, and the narrow shape's 8 warps each load the activation
-/// fragments that 4 warps load in the wide one). The types the narrow kernel decodes into
-/// registers take it at any K (`gpu::layout::mmq_narrow_any_k`).
-pub const NARROW_MAX_K_STEPS: usize = 8;
-
-/// Which MMQ kernel a plan runs: its choice (`Auto`: the narrow one at few rows per expert for
-/// short K loops and the types decoded into registers, else the pipelined one where it fits), or
+/// Which MMQ kernel a plan runs: its choice (`Auto`: the narrow one at few rows per expert, else
+/// the pipelined one where it fits), or
 /// a forced one (tests reach the classic kernel this way on GPUs where the pipelined one fits).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum MmqChoice {
@@ -206,8 +194,7 @@ impl MmqKernel {
 }
 
 /// The MMQ kernels of a plan's two products (gate/up, down): the wide ones, and for runs with
-/// few rows per expert the narrow kernel for each product that takes it (its layout fits and,
-/// under `Auto`, its K loop is short). Each product runs over a tile list of its kernel's width
+/// few rows per expert the narrow kernel for each product whose layout fits. Each product runs over a tile list of its kernel's width
 /// (expert/mmq_lists.rs).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct MmqKernels {
@@ -217,24 +204,16 @@ pub struct MmqKernels {
 }
 
 impl MmqKernels {
-    /// `types` and `k`: the weight type and K of each product.
-    pub fn new(
-        types: [WType; 2],
-        k: [usize; 2],
-        dev: &DeviceLimits,
-        choice: MmqChoice,
-    ) -> MmqKernels {
+    /// `types`: the weight type of each product.
+    pub fn new(types: [WType; 2], dev: &DeviceLimits, choice: MmqChoice) -> MmqKernels {
         let wide = types.map(|w| MmqKernel::choose(w, dev, choice));
-        let takes = |i: usize| match choice {
-            MmqChoice::Auto => {
-                k[i].div_ceil(MMQ_KSTEP) <= NARROW_MAX_K_STEPS || mmq_narrow_any_k(types[i])
-            }
-            MmqChoice::Narrow => true,
+        let takes = match choice {
+            MmqChoice::Auto | MmqChoice::Narrow => true,
             MmqChoice::Classic | MmqChoice::Pipelined => false,
         };
         let n = [0, 1].map(|i| {
             MmqKernel::narrow(types[i], dev)
-                .filter(|_| takes(i))
+                .filter(|_| takes)
                 .unwrap_or(wide[i])
         });
         let narrow = (n != wide).then_some(n);
@@ -307,23 +286,16 @@ mod tests {
         let n = MmqKernel::narrow(WType::Q2_0, &d).unwrap();
         assert_eq!(n.cols(), MMQ_NARROW_COLS);
         let w = MmqKernel::choose(WType::Q2_0, &d, MmqChoice::Auto);
-        // The reference shape: gate/up K 2,560 (20 steps, wide kernel), down K 640 (narrow).
-        let k = [2560, 640];
-        let auto = MmqKernels::new(q2, k, &d, MmqChoice::Auto);
+        // Every type takes the narrow kernel at few rows per expert, whatever its K.
+        let auto = MmqKernels::new(q2, &d, MmqChoice::Auto);
         let e = 512;
         let at = NARROW_MAX_ROWS_PER_EXPERT * e;
-        // Q2_0's gate/up (20 K steps) takes the narrow kernel if Q2_0 takes it at any K.
-        let any_k = mmq_narrow_any_k(WType::Q2_0);
-        let gu = if any_k { n } else { w };
-        assert_eq!(auto.for_run(at, e), [gu, n]);
+        assert_eq!(auto.for_run(at, e), [n, n]);
         assert_eq!(auto.for_run(at + 1, e), [w, w]);
-        // Both K loops long: narrow under auto only for the types that take it at any K.
-        let long = MmqKernels::new(q2, [2560, 2560], &d, MmqChoice::Auto);
-        assert_eq!(long.for_run(1, e), [gu, gu]);
-        assert_eq!(long.all().count(), if any_k { 2 } else { 1 });
+        assert_eq!(auto.all().count(), 2);
         for w in WType::ALL {
-            let k = MmqKernels::new([w, w], [2560, 2560], &d, MmqChoice::Auto);
-            assert_eq!(k.all().count() == 2, mmq_narrow_any_k(w), "{w:?}");
+            let k = MmqKernels::new([w, w], &d, MmqChoice::Auto);
+            assert_eq!(k.all().count(), 2, "{w:?}");
         }
         // IQ3_S's gate/up and IQ4_NL's down.
         let iq3 = [WType::Iq3S, WType::Iq4Nl];
@@ -333,20 +305,13 @@ mod tests {
         );
         let n4 = MmqKernel::narrow(WType::Iq4Nl, &d).unwrap();
         let w4 = MmqKernel::choose(WType::Iq4Nl, &d, MmqChoice::Auto);
-        let mixed = MmqKernels::new(iq3, [2560, 2560], &d, MmqChoice::Auto);
-        let down4 = if mmq_narrow_any_k(WType::Iq4Nl) {
-            n4
-        } else {
-            w4
-        };
-        assert_eq!(mixed.for_run(at, e), [n3, down4]);
+        let mixed = MmqKernels::new(iq3, &d, MmqChoice::Auto);
+        assert_eq!(mixed.for_run(at, e), [n3, n4]);
         assert_eq!(mixed.for_run(at + 1, e), [w3, w4]);
-        let ref_shape = MmqKernels::new(iq3, k, &d, MmqChoice::Auto);
-        assert_eq!(ref_shape.for_run(at, e), [n3, n4]);
-        let forced = MmqKernels::new(q2, k, &d, MmqChoice::Narrow);
+        let forced = MmqKernels::new(q2, &d, MmqChoice::Narrow);
         assert_eq!(forced.for_run(100 * e, e), [n, n]);
         for c in [MmqChoice::Pipelined, MmqChoice::Classic] {
-            let k = MmqKernels::new(q2, k, &d, c);
+            let k = MmqKernels::new(q2, &d, c);
             assert!(
                 k.for_run(1, e).iter().all(|k| k.cols() == MMQ_COLS),
                 "{c:?}"
@@ -355,7 +320,7 @@ mod tests {
         }
         // A device whose shared memory holds no narrow layout: the classic kernel throughout.
         let small = dev(MMQ_SMEM_BYTES as u32);
-        let k = MmqKernels::new(q2, k, &small, MmqChoice::Narrow);
+        let k = MmqKernels::new(q2, &small, MmqChoice::Narrow);
         assert_eq!(k.for_run(1, e), [MmqKernel::Classic; 2]);
     }
 

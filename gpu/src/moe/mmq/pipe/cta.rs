@@ -1,7 +1,9 @@
 //! What one CTA of the pipelined MMQ kernel (pipe/mod.rs) works on: its tile, shape, weight rows
 //! and shared-memory layout, and where its buffers and weight rows are.
 
-use crate::layout::{MMQ_ROWS, MmqParams, MmqPipeShape, MmqPipeSmem, MmqTile};
+use crate::formats::lookup_table_word;
+use crate::layout::{MMQ_ROWS, MMQ_THREADS, MmqParams, MmqPipeShape, MmqPipeSmem, MmqTile, WType};
+use crate::ptx::{st_shared_u32, tid_x};
 
 /// What one CTA works on: its weight rows, tile, shape and shared-memory layout.
 pub(super) struct Cta {
@@ -55,6 +57,27 @@ impl Cta {
     /// The activation blocks of K step `j`.
     pub(super) fn acts(&self, j: u32) -> u32 {
         self.base + self.sm.acts as u32 + (j % self.sm.na as u32) * self.sm.acts_bytes as u32
+    }
+
+    /// The type's lookup tables (`MmqPipeSmem::tables`), copied by [`Cta::copy_tables`].
+    pub(super) fn tables(&self) -> u32 {
+        self.base + self.sm.tables as u32
+    }
+
+    /// Copies weight type `w`'s lookup tables (`formats::lookup_table_word`) into
+    /// [`Cta::tables`]: every thread a word in turn; visible after the next barrier.
+    ///
+    /// # Safety
+    /// Every thread, `self.sm` the layout of `w` (room for its tables at `tables`).
+    #[inline(always)]
+    pub(super) unsafe fn copy_tables(&self, w: WType) {
+        let words = (w.lookup_table_bytes() / 4) as u32;
+        let mut i = tid_x();
+        while i < words {
+            // SAFETY: word i < words of the tables' region (the contract).
+            unsafe { st_shared_u32(self.tables() + 4 * i, lookup_table_word(w, i as usize)) };
+            i += MMQ_THREADS as u32;
+        }
     }
 
     pub(super) fn decoded(&self, step: u32) -> u32 {

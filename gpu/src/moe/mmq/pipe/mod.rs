@@ -18,9 +18,12 @@
 //!   (narrow: one) 16-byte loads (the classic kernel issues 24 scalar loads per group).
 //! - Columns: an 8-column `mma` tile with no live column is skipped (warp-uniform); at 10 rows
 //!   per expert half the wide shape's warps have no work in the product at all.
-//! - Decode into registers (regs.rs): the narrow shape decodes Q8_0, Q2_0, IQ4_NL, IQ3_XXS
-//!   and IQ3_S (`layout::mmq_narrow_in_registers`) straight into each warp's A fragments in its
-//!   products, with no decoded tiles: every warp owns its 16 rows, so nothing is decoded twice.
+//! - Decode into registers (regs.rs): the narrow shape decodes every type straight into each
+//!   warp's A fragments in its products (`MmqPipeShape::in_registers`), with no decoded tiles:
+//!   every warp owns its 16 rows, so nothing is decoded twice.
+//! - Lookup tables: the grid types' grids (and IQ2_XXS / IQ2_XS / IQ3_XXS's sign table) are
+//!   copied into shared memory in the prologue (`Cta::copy_tables`, `MmqPipeSmem::tables`) and
+//!   every decode looks them up there (`formats::SharedTables`).
 //!
 //! - SwiGLU epilogue (`moe_mmq_(pipe|narrow)_swiglu_<type>`, gate/up only; swiglu.rs): the tile's
 //!   rows are gate and up rows of the same 64 features, interleaved by 8 (`Cta::row_addr`), so
@@ -39,7 +42,7 @@ mod swiglu;
 
 use cta::{Cta, weight_row};
 
-use crate::formats::{Shared, WeightBlock};
+use crate::formats::{SharedTables, WeightBlock};
 use crate::layout::{
     MMQ_KSTEP, MMQ_ROWS, MMQ_SMEM_ROW, MMQ_SWIGLU_FEATURES, MMQ_THREADS, MmqParams, MmqPipeShape,
     MmqPipeSmem, MmqTile, fused_stage_row_bytes, fused_sub_steps,
@@ -75,8 +78,11 @@ unsafe fn decode<B: WeightBlock>(c: &Cta, j: u32) {
         let g = 2 * (tid % 2) + i;
         let v = (j % sub) * MMQ_KSTEP as u32 + g * 32;
         // SAFETY: the block was copied into this row's slot (whole blocks per stage), 2-byte
-        // aligned as B needs; read by explicit shared loads (docs: formats::BlockBytes).
-        let blk = unsafe { Shared::at(row + (v / bv) * size_of::<B>() as u32) };
+        // aligned as B needs; read by explicit shared loads (docs: formats::BlockBytes); the
+        // type's tables copied in the prologue, visible since the first barrier.
+        let blk = unsafe {
+            SharedTables::at(row + (v / bv) * size_of::<B>() as u32, c.tables(), B::WTYPE)
+        };
         let gi = ((v % bv) / 32) as usize;
         (B::group_q_in(blk, gi), B::group_scales_in(blk, gi))
     };
@@ -300,6 +306,9 @@ pub unsafe fn mmq_pipe<B: WeightBlock, const NARROW: bool, const SWIGLU: bool>(p
     }
     // SAFETY: every thread, before any copy.
     unsafe { copy::setup(&c) };
+    // SAFETY: every thread; the type's layout. Visible after the K loop's first barrier,
+    // before any decode.
+    unsafe { c.copy_tables(B::WTYPE) };
     // One closed step per K step: steps 0..=lead here, step j + 1 + lead in iteration j.
     for s in 0..=lead {
         if s < nk {
@@ -310,7 +319,7 @@ pub unsafe fn mmq_pipe<B: WeightBlock, const NARROW: bool, const SWIGLU: bool>(p
         copy::close();
     }
     let mut acc = [[[0.0f32; 4]; 4]; 2];
-    if shape.in_registers(B::WTYPE) {
+    if shape.in_registers() {
         // SAFETY: every thread, steps 0..=lead issued; the narrow register-decoding layout.
         unsafe { regs::k_loop::<B>(p, &c, nk, &mut acc) };
     } else {

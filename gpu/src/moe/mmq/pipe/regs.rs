@@ -1,11 +1,12 @@
-//! The narrow kernel's K loop for the types it decodes into registers
-//! (`layout::mmq_narrow_in_registers`: Q8_0, Q2_0, IQ4_NL, IQ3_XXS, IQ3_S). A narrow warp owns
+//! The narrow kernel's K loop (every type: `MmqPipeShape::in_registers`). A narrow warp owns
 //! 16 weight rows, so each lane decodes what its `m16n8k32` A fragment holds of its two rows
 //! (`g` and `g + 8`, values `4 t ..` and `16 + 4 t ..` of each 32-value group, or `8 t .. 8 t +
-//! 7` for Q2_0 with the activations loaded in that order: `WeightBlock::frag_q_in`,
-//! `FRAG_PAIRS`) straight from the raw stage, and their scales from the blocks: no
-//! decoded tile, no stores of it, no `ldmatrix` of it, and its 41 KB of shared memory go to a
-//! longer copy lead.
+//! 7` for Q2_0 and the IQ2 types with the activations loaded in that order:
+//! `WeightBlock::frag_q_in`, `FRAG_PAIRS`) straight from the raw stage, and their scales from
+//! the blocks: no decoded tile, no stores of it, no `ldmatrix` of it, and its 41 KB of shared
+//! memory go to a longer copy lead. An IQ2_XS / IQ2_S lane then holds values of one scale half
+//! only (lanes 0 and 1 the first 16 of a group), so each half's sum is an `m16n8k32` with the
+//! other half's lanes' A words zeroed.
 //!
 //! The loop: iteration j waits for step j's copies (`lead` younger steps closed), the CTA barrier
 //! (every thread's pieces visible; every warp past step j - 1's product, whose buffers the
@@ -17,7 +18,7 @@
 //! same integer sums and scales), so the bytes are the same.
 
 use super::{Cta, ROW, copy, ld4};
-use crate::formats::{Shared, WeightBlock};
+use crate::formats::{SharedTables, WeightBlock};
 use crate::layout::{MMQ_KSTEP, MmqParams, fused_stage_row_bytes, fused_sub_steps};
 use crate::ptx::{
     ld_shared_v2_u32, ldmatrix_x4, mma_m16n8k16_s8, mma_m16n8k32_s8, sync_threads, tid_x,
@@ -90,8 +91,9 @@ unsafe fn product_nt<B: WeightBlock, const NT: usize>(
     let srb = fused_stage_row_bytes(B::WTYPE) as u64;
     let bv = B::WTYPE.block_values() as u32;
     let sixteen = B::WTYPE.scale_values() == 16;
-    // A 16-value scale's two `m16n8k16` need values 0..16 and 16..32 in their own registers.
-    const { assert!(!(B::FRAG_PAIRS && B::WTYPE.scale_values() == 16)) };
+    // A 16-value scale's halves in K pairs: lanes 0 and 1 hold values 0..16, lanes 2 and 3
+    // values 16..32, so each half's sum is an `m16n8k32` with the other lanes' A words zeroed.
+    let first_half = if tc < 2 { u32::MAX } else { 0 };
     let raw = c.raw(j, sub);
     let acts = c.acts(j);
     // The lane's rows' bytes in the stage (each row's window starts 16-byte aligned):
@@ -121,8 +123,9 @@ unsafe fn product_nt<B: WeightBlock, const NT: usize>(
         let off = (v / bv) * size_of::<B>() as u32;
         let gi = ((v % bv) / 32) as usize;
         // SAFETY: the block was copied into the row's slot (whole blocks per stage), 2-byte
-        // aligned as B needs; read by explicit shared loads.
-        let blk = |i: usize| unsafe { Shared::at(rows[i] + off) };
+        // aligned as B needs; read by explicit shared loads; the type's tables copied in the
+        // prologue, visible since the first barrier.
+        let blk = |i: usize| unsafe { SharedTables::at(rows[i] + off, c.tables(), B::WTYPE) };
         let (q0, s0) = (B::frag_q_in(blk(0), gi, tc), B::group_scales_in(blk(0), gi));
         let (q1, s1) = (B::frag_q_in(blk(1), gi, tc), B::group_scales_in(blk(1), gi));
         let af = [q0[0], q1[0], q0[1], q1[1]];
@@ -151,8 +154,17 @@ unsafe fn product_nt<B: WeightBlock, const NT: usize>(
                 let dbn = [db[2 * nt][gs], db[2 * nt + 1][gs]];
                 let a = &mut acc[0][nt];
                 if sixteen {
-                    let lo = mma_m16n8k16_s8([af[0], af[1]], bf[nt][0], MAGIC);
-                    let hi = mma_m16n8k16_s8([af[2], af[3]], bf[nt][1], MAGIC);
+                    let (lo, hi) = if B::FRAG_PAIRS {
+                        (
+                            mma_m16n8k32_s8(af.map(|a| a & first_half), bf[nt], MAGIC),
+                            mma_m16n8k32_s8(af.map(|a| a & !first_half), bf[nt], MAGIC),
+                        )
+                    } else {
+                        (
+                            mma_m16n8k16_s8([af[0], af[1]], bf[nt][0], MAGIC),
+                            mma_m16n8k16_s8([af[2], af[3]], bf[nt][1], MAGIC),
+                        )
+                    };
                     let (da0, da1) = ([s0[0], s1[0]], [s0[1], s1[1]]);
                     unroll!(i in [0, 1, 2, 3] {
                         a[i] = mmq_step_16_magic(a[i], lo[i], hi[i], da0[i / 2], da1[i / 2], dbn[i % 2]);
