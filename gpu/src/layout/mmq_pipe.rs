@@ -67,9 +67,9 @@ impl MmqPipeShape {
     /// still decoded once per CTA; the decoded tiles, their stores and the A fragments'
     /// `ldmatrix` drop out. Measured on the H200 (gate/up at T = 512, BENCHMARKS.md), against
     /// the decoded tile: Q8_0 -36 %, Q2_0 -22 %, IQ4_NL and IQ3_S -10 %, IQ3_XXS -4 %; the IQ2
-    /// types since their lanes each hold one grid entry (`WeightBlock::FRAG_PAIRS`) and their
-    /// tables sit in shared memory (`MmqPipeSmem::tables`), against the wide kernel: IQ2_XXS
-    /// -13 %, IQ2_S -9 %.
+    /// types since their lanes each hold one grid entry (`WeightBlock::FRAG_PAIRS`), against
+    /// the wide kernel, both with the tables in shared memory (`MmqPipeSmem::tables`): IQ2_XXS
+    /// -9 %, IQ2_XS -14 %, IQ2_S -6 % (IQ3_S -25 %).
     pub const fn in_registers(self) -> bool {
         matches!(self, MmqPipeShape::Narrow)
     }
