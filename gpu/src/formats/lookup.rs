@@ -51,7 +51,7 @@ pub fn lookup_table_word(w: WType, i: usize) -> u32 {
 #[cfg(target_arch = "nvptx64")]
 #[derive(Clone, Copy)]
 pub struct SharedTables {
-    block: u32,
+    block: super::Shared,
     tables: u32,
     grid: u32,
 }
@@ -65,7 +65,8 @@ impl SharedTables {
     #[inline(always)]
     pub unsafe fn at(block: u32, tables: u32, w: WType) -> SharedTables {
         SharedTables {
-            block,
+            // SAFETY: forwarded contract.
+            block: unsafe { super::Shared::at(block) },
             tables,
             grid: tables + w.lookup_grid_offset() as u32,
         }
@@ -76,13 +77,11 @@ impl SharedTables {
 impl super::BlockBytes for SharedTables {
     #[inline(always)]
     fn u8(self, off: usize) -> u32 {
-        // SAFETY: `SharedTables::at`'s contract, as `Shared`.
-        unsafe { crate::ptx::ld_shared_u8(self.block + off as u32) }
+        self.block.u8(off)
     }
     #[inline(always)]
     fn u16(self, off: usize) -> u32 {
-        // SAFETY: as `u8`; `off` even.
-        unsafe { crate::ptx::ld_shared_u16(self.block + off as u32) }
+        self.block.u16(off)
     }
     #[inline(always)]
     fn signs(self, i: u32) -> u32 {

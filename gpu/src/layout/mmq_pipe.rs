@@ -245,8 +245,9 @@ impl MmqPipeSmem {
         while lead > 0 {
             let (nw, na) = Self::buffers(w, shape, lead);
             let bars = na * MMQ_PIPE_BAR_BYTES;
-            let tables = w.lookup_table_bytes() + 15;
-            if nw * MMQ_ROWS * slot + na * acts_bytes + 2 * tile_bytes + bars + tables <= budget {
+            let end = nw * MMQ_ROWS * slot + na * acts_bytes + 2 * tile_bytes + bars;
+            // The tables 16-byte aligned after the barriers, as `in_budget` lays them.
+            if end.next_multiple_of(16) + w.lookup_table_bytes() <= budget {
                 return lead;
             }
             lead -= 1;
@@ -316,7 +317,8 @@ mod tests {
                 assert_eq!(sm.bars, sm.tiles + 2 * sm.tile_bytes);
                 assert!(sm.bars.is_multiple_of(MMQ_PIPE_BAR_BYTES));
                 assert!(sm.tables >= sm.bars + sm.na * MMQ_PIPE_BAR_BYTES);
-                assert!(sm.tables.is_multiple_of(16) && sm.tables < sm.bars + sm.na * 8 + 16);
+                let bars_end = sm.bars + sm.na * MMQ_PIPE_BAR_BYTES;
+                assert!(sm.tables.is_multiple_of(16) && sm.tables < bars_end + 16);
                 assert_eq!(sm.total, sm.tables + w.lookup_table_bytes());
                 assert!(sm.tiles.is_multiple_of(16) && sm.tile_bytes.is_multiple_of(16));
                 // At least two CTAs per SM on sm_90 (228 KB, 1 KB reserved per CTA).

@@ -20,9 +20,7 @@
 use super::{Cta, ROW, copy, ld4};
 use crate::formats::{SharedTables, WeightBlock};
 use crate::layout::{MMQ_KSTEP, MmqParams, fused_stage_row_bytes, fused_sub_steps};
-use crate::ptx::{
-    ld_shared_v2_u32, ldmatrix_x4, mma_m16n8k16_s8, mma_m16n8k32_s8, sync_threads, tid_x,
-};
+use crate::ptx::{ld_shared_v2_u32, ldmatrix_x4, mma_m16n8k32_s8, sync_threads, tid_x};
 use crate::quant::{MAGIC, mmq_step_16_magic, mmq_step_32_magic};
 
 /// The K loop over `nk` steps, steps `0..=lead` already issued (one commit group each).
@@ -93,6 +91,7 @@ unsafe fn product_nt<B: WeightBlock, const NT: usize>(
     let sixteen = B::WTYPE.scale_values() == 16;
     // A 16-value scale's halves in K pairs: lanes 0 and 1 hold values 0..16, lanes 2 and 3
     // values 16..32, so each half's sum is an `m16n8k32` with the other lanes' A words zeroed.
+    const { assert!(B::FRAG_PAIRS || B::WTYPE.scale_values() != 16) };
     let first_half = if tc < 2 { u32::MAX } else { 0 };
     let raw = c.raw(j, sub);
     let acts = c.acts(j);
@@ -154,17 +153,8 @@ unsafe fn product_nt<B: WeightBlock, const NT: usize>(
                 let dbn = [db[2 * nt][gs], db[2 * nt + 1][gs]];
                 let a = &mut acc[0][nt];
                 if sixteen {
-                    let (lo, hi) = if B::FRAG_PAIRS {
-                        (
-                            mma_m16n8k32_s8(af.map(|a| a & first_half), bf[nt], MAGIC),
-                            mma_m16n8k32_s8(af.map(|a| a & !first_half), bf[nt], MAGIC),
-                        )
-                    } else {
-                        (
-                            mma_m16n8k16_s8([af[0], af[1]], bf[nt][0], MAGIC),
-                            mma_m16n8k16_s8([af[2], af[3]], bf[nt][1], MAGIC),
-                        )
-                    };
+                    let lo = mma_m16n8k32_s8(af.map(|a| a & first_half), bf[nt], MAGIC);
+                    let hi = mma_m16n8k32_s8(af.map(|a| a & !first_half), bf[nt], MAGIC);
                     let (da0, da1) = ([s0[0], s1[0]], [s0[1], s1[1]]);
                     unroll!(i in [0, 1, 2, 3] {
                         a[i] = mmq_step_16_magic(a[i], lo[i], hi[i], da0[i / 2], da1[i / 2], dbn[i % 2]);
