@@ -63,8 +63,8 @@ pub fn pipelines(gpu: &Gpu, s: &MoeShape, cap: usize) -> Vec<Prefill> {
     };
     pfs.push(split_pipeline(gpu, s, cap, [Product::Ws; 2], o));
     if path::eligible(ExpertPath::Mmq, s, &gpu.limits()).is_ok() {
-        // The classic kernel, and the narrow one at every row count (the default takes it for
-        // the short K loops at few rows per expert).
+        // The classic kernel, and the narrow one at every row count (the default takes it at
+        // few rows per expert only).
         // The pipelined kernels with SwiGLU in their gate/up epilogue and in its own kernel at
         // every row count (the default takes the epilogue at many rows per expert only).
         for (mmq, swiglu, kernel) in [
