@@ -5,15 +5,6 @@ use super::{BlockBytes, QS, WeightBlock, apply_signs4, d_of};
 use crate::layout::{BlockIq2S, BlockIq2Xs, BlockIq2Xxs, BlockIq3S, BlockIq3Xxs, WType};
 use crate::tables::{IQ2S_GRID, IQ2XS_GRID, IQ2XXS_GRID, IQ3S_GRID, IQ3XXS_GRID};
 
-/// IQ2-style group of 8 values: a u64 grid entry and 8 sign bits -> 2 words.
-#[inline(always)]
-fn grid8(entry: u64, signs: u32) -> [u32; 2] {
-    [
-        apply_signs4(entry as u32, signs),
-        apply_signs4((entry >> 32) as u32, signs >> 4),
-    ]
-}
-
 /// Byte `i` (0..4) of `w`.
 #[inline(always)]
 fn byte(w: u32, i: usize) -> u32 {
@@ -31,7 +22,7 @@ impl WeightBlock for BlockIq2Xxs {
         let mut w = [0u32; 8];
         for l in 0..4 {
             let signs = b.signs(aux >> (7 * l));
-            let [a, c] = grid8(b.grid8(&IQ2XXS_GRID, byte(idx, l)), signs);
+            let [a, c] = b.grid8_signed(&IQ2XXS_GRID, byte(idx, l), signs);
             w[2 * l] = a;
             w[2 * l + 1] = c;
         }
@@ -46,7 +37,7 @@ impl WeightBlock for BlockIq2Xxs {
         let l = (t & 3) as usize;
         let aux = b.u32_at(o + 4);
         let signs = b.signs(aux >> (7 * l));
-        grid8(b.grid8(&IQ2XXS_GRID, b.u8(o + l)), signs)
+        b.grid8_signed(&IQ2XXS_GRID, b.u8(o + l), signs)
     }
     #[inline(always)]
     fn group_scales_in<R: BlockBytes>(b: R, g: usize) -> [f32; 2] {
@@ -100,7 +91,7 @@ impl WeightBlock for BlockIq2Xs {
         for l in 0..4 {
             let q = b.u16(o + 2 * l);
             let signs = b.signs(q >> 9);
-            let [a, c] = grid8(b.grid8(&IQ2XS_GRID, q & 511), signs);
+            let [a, c] = b.grid8_signed(&IQ2XS_GRID, q & 511, signs);
             w[2 * l] = a;
             w[2 * l + 1] = c;
         }
@@ -113,7 +104,7 @@ impl WeightBlock for BlockIq2Xs {
     fn frag_q_in<R: BlockBytes>(b: R, g: usize, t: u32) -> [u32; 2] {
         let q = b.u16(QS + 8 * (g & 7) + 2 * (t & 3) as usize);
         let signs = b.signs(q >> 9);
-        grid8(b.grid8(&IQ2XS_GRID, q & 511), signs)
+        b.grid8_signed(&IQ2XS_GRID, q & 511, signs)
     }
     #[inline(always)]
     fn group_scales_in<R: BlockBytes>(b: R, g: usize) -> [f32; 2] {
@@ -133,7 +124,7 @@ impl WeightBlock for BlockIq2S {
         let mut w = [0u32; 8];
         for l in 0..4 {
             let i = byte(idx, l) | ((qh >> (2 * l)) & 3) << 8;
-            let [a, c] = grid8(b.grid8(&IQ2S_GRID, i), byte(signs, l));
+            let [a, c] = b.grid8_signed(&IQ2S_GRID, i, byte(signs, l));
             w[2 * l] = a;
             w[2 * l + 1] = c;
         }
@@ -146,7 +137,7 @@ impl WeightBlock for BlockIq2S {
         let (ib, l) = (g & 7, (t & 3) as usize);
         let qh = b.u8(IQ2S_QH + ib);
         let i = b.u8(QS + 4 * ib + l) | ((qh >> (2 * l)) & 3) << 8;
-        grid8(b.grid8(&IQ2S_GRID, i), b.u8(QS + 32 + 4 * ib + l))
+        b.grid8_signed(&IQ2S_GRID, i, b.u8(QS + 32 + 4 * ib + l))
     }
     #[inline(always)]
     fn group_scales_in<R: BlockBytes>(b: R, g: usize) -> [f32; 2] {

@@ -1,13 +1,20 @@
 //! The grid formats' lookup tables as a kernel keeps them in shared memory: the image a kernel
 //! copies in its prologue ([`lookup_table_word`]: for the types with 7-bit sign indices ggml's
 //! sign table `ksigns_iq2xs` (`layout::SIGN_TABLE_BYTES`), then the type's grid at
-//! `WType::lookup_grid_offset`) and, on the GPU, the block reader that looks its entries up
-//! there ([`SharedTables`]). A warp's 32 lookups of random entries cost a few shared-memory
-//! wavefronts (bank conflicts; one for the sign table, whose 32 words sit in the 32 banks)
-//! where the same loads from the constant tables in global memory take one L1 tag lookup per
-//! cache line they touch.
+//! `WType::lookup_grid_offset`, 4 bytes an entry) and, on the GPU, the block reader that looks
+//! its entries up there ([`SharedTables`]). A warp's 32 lookups of random entries cost a few
+//! shared-memory wavefronts (bank conflicts; one for the sign table, whose 32 words sit in the
+//! 32 banks) where the same loads from the constant tables in global memory take one L1 tag
+//! lookup per cache line they touch.
+//!
+//! The IQ2 grids' entries (8 bytes, each one of three levels) are kept as 8 code nibbles
+//! (`words::iq2_entry_codes`, 4 bytes) and expanded with their signs by two `prmt`s
+//! (`words::iq2_signed_values`): a warp's 32 random 4-byte lookups cost about 3.2-3.4
+//! wavefronts where 8-byte ones cost 4.4-6 (a random model of the banks), and the table is half
+//! the size.
 
-use crate::layout::{SIGN_TABLE_BYTES, WType};
+use super::words::iq2_entry_codes;
+use crate::layout::{LOOKUP_ENTRY_BYTES, SIGN_TABLE_BYTES, WType};
 use crate::tables::{IQ2S_GRID, IQ2XS_GRID, IQ2XXS_GRID, IQ3S_GRID, IQ3XXS_GRID, KSIGNS_IQ2XS};
 
 // The layout's table sizes are the tables'.
@@ -19,7 +26,23 @@ const _: () = {
     assert!(WType::Iq3S.grid().0 == IQ3S_GRID.len());
     assert!(WType::Iq2Xxs.grid().1 == 8 && WType::Iq3S.grid().1 == 4);
     assert!(SIGN_TABLE_BYTES == KSIGNS_IQ2XS.len());
+    assert!(LOOKUP_ENTRY_BYTES == 4);
 };
+
+/// An IQ2 grid as code words ([`iq2_entry_codes`]), computed at compile time.
+const fn codes_of<const N: usize>(grid: &[u64; N]) -> [u32; N] {
+    let mut c = [0u32; N];
+    let mut i = 0;
+    while i < N {
+        c[i] = iq2_entry_codes(grid[i]);
+        i += 1;
+    }
+    c
+}
+
+static IQ2XXS_CODES: [u32; 256] = codes_of(&IQ2XXS_GRID);
+static IQ2XS_CODES: [u32; 512] = codes_of(&IQ2XS_GRID);
+static IQ2S_CODES: [u32; 1024] = codes_of(&IQ2S_GRID);
 
 /// Word `i` (little-endian) of type `w`'s lookup-table image (`i` below
 /// `w.lookup_table_bytes() / 4`; masked, so any `i` reads inside the tables).
@@ -34,12 +57,11 @@ pub fn lookup_table_word(w: WType, i: usize) -> u32 {
         }
         k -= SIGN_WORDS;
     }
-    let half = |t: &[u64]| (t[(k / 2) & (t.len() - 1)] >> (32 * (k % 2))) as u32;
     let word = |t: &[u32]| t[k & (t.len() - 1)];
     match w {
-        WType::Iq2Xxs => half(&IQ2XXS_GRID),
-        WType::Iq2Xs => half(&IQ2XS_GRID),
-        WType::Iq2S => half(&IQ2S_GRID),
+        WType::Iq2Xxs => word(&IQ2XXS_CODES),
+        WType::Iq2Xs => word(&IQ2XS_CODES),
+        WType::Iq2S => word(&IQ2S_CODES),
         WType::Iq3Xxs => word(&IQ3XXS_GRID),
         WType::Iq3S => word(&IQ3S_GRID),
         WType::Q8_0 | WType::Q2_0 | WType::Iq4Nl => 0,
@@ -90,16 +112,19 @@ impl super::BlockBytes for SharedTables {
         unsafe { crate::ptx::ld_shared_u8(self.tables + (i & 127)) }
     }
     #[inline(always)]
-    fn grid8(self, table: &'static [u64], i: u32) -> u64 {
+    fn grid8_signed(self, table: &'static [u64], i: u32, signs: u32) -> [u32; 2] {
         let i = i & (table.len() as u32 - 1);
-        // SAFETY: the decoded type's grid (`table`, the same entries) at `grid`, 8-byte aligned.
-        let v = unsafe { crate::ptx::ld_shared_v2_u32(self.grid + 8 * i) };
-        v[0] as u64 | (v[1] as u64) << 32
+        // SAFETY: the decoded type's grid (`table`'s entries as code words) at `grid`, 4-byte
+        // aligned.
+        super::iq2_signed_values(
+            unsafe { crate::ptx::ld_shared_u32(self.grid + 4 * i) },
+            signs,
+        )
     }
     #[inline(always)]
     fn grid4(self, table: &'static [u32], i: u32) -> u32 {
         let i = i & (table.len() as u32 - 1);
-        // SAFETY: as `grid8`, 4-byte entries.
+        // SAFETY: the decoded type's grid (`table`, the same entries) at `grid`, 4-byte aligned.
         unsafe { crate::ptx::ld_shared_u32(self.grid + 4 * i) }
     }
 }
@@ -131,9 +156,9 @@ mod tests {
             let i = (i & 127) as usize;
             (self.image[i / 4] >> (8 * (i % 4))) & 0xff
         }
-        fn grid8(self, table: &'static [u64], i: u32) -> u64 {
-            let k = self.grid + 2 * (i as usize & (table.len() - 1));
-            self.image[k] as u64 | (self.image[k + 1] as u64) << 32
+        fn grid8_signed(self, table: &'static [u64], i: u32, signs: u32) -> [u32; 2] {
+            let k = self.grid + (i as usize & (table.len() - 1));
+            crate::formats::iq2_signed_values(self.image[k], signs)
         }
         fn grid4(self, table: &'static [u32], i: u32) -> u32 {
             self.image[self.grid + (i as usize & (table.len() - 1))]
@@ -185,7 +210,8 @@ mod tests {
         for w in [WType::Q8_0, WType::Q2_0, WType::Iq4Nl] {
             assert_eq!(w.lookup_table_bytes(), 0);
         }
-        assert_eq!(WType::Iq2S.lookup_table_bytes(), 8192);
-        assert_eq!(WType::Iq2Xxs.lookup_table_bytes(), 128 + 2048);
+        assert_eq!(WType::Iq2S.lookup_table_bytes(), 4096);
+        assert_eq!(WType::Iq2Xxs.lookup_table_bytes(), 128 + 1024);
+        assert_eq!(WType::Iq3S.lookup_table_bytes(), 2048);
     }
 }

@@ -19,8 +19,8 @@ pub use lookup::SharedTables;
 pub use lookup::lookup_table_word;
 use words::iq4_nl_table;
 pub use words::{
-    apply_signs4, byte_perm, iq4_nl_values4, q2_0_expand, q2_0_expand2_u16, q2_0_expand4,
-    sign_mask4, vsub4,
+    apply_signs4, byte_perm, iq2_entry_codes, iq2_signed_values, iq4_nl_values4, q2_0_expand,
+    q2_0_expand2_u16, q2_0_expand4, sign_mask4, vsub4,
 };
 
 /// THE list of weight formats: one row per type, as ggml's `mmq_type_traits` table - the
@@ -73,10 +73,15 @@ pub trait BlockBytes: Copy {
     fn signs(self, i: u32) -> u32 {
         KSIGNS_IQ2XS[(i & 127) as usize] as u32
     }
-    /// Entry `i` (masked to the table) of an IQ2 grid, `table` the decoded type's own.
+    /// The 8 signed values of entry `i` (masked to the table) of an IQ2 grid, `table` the
+    /// decoded type's own, byte j negated where bit j of `signs` is set: two words.
     #[inline(always)]
-    fn grid8(self, table: &'static [u64], i: u32) -> u64 {
-        table[i as usize & (table.len() - 1)]
+    fn grid8_signed(self, table: &'static [u64], i: u32, signs: u32) -> [u32; 2] {
+        let entry = table[i as usize & (table.len() - 1)];
+        [
+            apply_signs4(entry as u32, signs),
+            apply_signs4((entry >> 32) as u32, signs >> 4),
+        ]
     }
     /// Entry `i` (masked to the table) of an IQ3 grid, `table` the decoded type's own.
     #[inline(always)]

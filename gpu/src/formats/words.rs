@@ -123,6 +123,53 @@ fn q2_0_expand_spaced(y: u32) -> [u32; 2] {
     ]
 }
 
+/// The IQ2 grids' three levels as a `prmt` table of 8 bytes: bytes 0, 1, 2 the levels 8, 25,
+/// 43 (codes 0, 1, 2), bytes 4, 5, 6 their negations (every byte of IQ2_XXS's, IQ2_XS's and
+/// IQ2_S's grids is a level: the test `iq2_grids_are_level_codes`).
+const IQ2_LEVELS: [u32; 2] = [0x002b_1908, 0x00d5_e7f8];
+
+/// An IQ2 grid entry (8 level bytes, [`IQ2_LEVELS`]) as 8 code nibbles: nibble j the code of
+/// byte j (0, 1, 2 for 8, 25, 43; 3 for a byte that is no level, which no grid has).
+pub const fn iq2_entry_codes(entry: u64) -> u32 {
+    let mut codes = 0;
+    let mut j = 0;
+    while j < 8 {
+        let c = match (entry >> (8 * j)) as u8 {
+            8 => 0,
+            25 => 1,
+            43 => 2,
+            _ => 3,
+        };
+        codes |= c << (4 * j);
+        j += 1;
+    }
+    codes
+}
+
+/// Bit j of the sign byte `s` (bits above 8 ignored) moved to bit 4 j + 2, j < 8: the bits
+/// spread apart three times (to 16, then 8, then 4 apart), each a multiply whose partial
+/// products land on distinct bits (no carry) and a mask.
+#[inline(always)]
+pub fn iq2_sign_nibbles(s: u32) -> u32 {
+    let x = (s & 0xff).wrapping_mul(0x1001) & 0x000f_000f;
+    let x = x.wrapping_mul(0x41) & 0x0303_0303;
+    x.wrapping_mul(9 << 2) & 0x4444_4444
+}
+
+/// The 8 signed int8 values of an IQ2 grid entry given as [`iq2_entry_codes`] and its 8 sign
+/// bits (byte j negated where bit j of `signs` is set), as two words: each byte a `prmt`
+/// lookup in [`IQ2_LEVELS`] whose selector nibble is the code with the sign as its bit 2. The
+/// same words as [`apply_signs4`] on the entry's bytes.
+#[inline(always)]
+pub fn iq2_signed_values(codes: u32, signs: u32) -> [u32; 2] {
+    let sel = codes | iq2_sign_nibbles(signs);
+    // prmt reads the selector's low 16 bits.
+    [
+        byte_perm(IQ2_LEVELS[0], IQ2_LEVELS[1], sel),
+        byte_perm(IQ2_LEVELS[0], IQ2_LEVELS[1], sel >> 16),
+    ]
+}
+
 /// The IQ4_NL values of the 8 nibbles of 4 bytes (little-endian in `x`), from a 16-entry
 /// table of int8 held as 4 words: (the low nibbles' values, the high nibbles'), byte j of each
 /// from byte j of `x`. The table lookup is done in `prmt`s, 8 values at a time: the low 3 bits
@@ -227,6 +274,41 @@ mod tests {
         }
         for g in IQ3XXS_GRID.iter().chain(&IQ3S_GRID) {
             assert!(g.to_le_bytes().into_iter().all(ok), "{g:#x}");
+        }
+    }
+
+    /// Every IQ2 grid entry is 8 level codes, and its `prmt` lookup with every sign byte gives
+    /// the bytes of `apply_signs4` on the entry.
+    #[test]
+    fn iq2_grids_are_level_codes() {
+        use crate::tables::{IQ2S_GRID, IQ2XS_GRID, IQ2XXS_GRID};
+        for &e in IQ2XXS_GRID.iter().chain(&IQ2XS_GRID).chain(&IQ2S_GRID) {
+            let codes = iq2_entry_codes(e);
+            assert_eq!(codes & 0x3333_3333, codes, "{e:#x}");
+            assert_eq!(
+                (0..8)
+                    .map(|j| (codes >> (4 * j)) & 3)
+                    .filter(|&c| c == 3)
+                    .count(),
+                0,
+                "{e:#x} has a byte that is no level"
+            );
+            for s in 0..256u32 {
+                let want = [
+                    apply_signs4(e as u32, s),
+                    apply_signs4((e >> 32) as u32, s >> 4),
+                ];
+                assert_eq!(iq2_signed_values(codes, s), want, "{e:#x} signs {s:#x}");
+            }
+        }
+        for s in 0..256u32 {
+            let want = (0..8).fold(0, |r, j| r | ((s >> j) & 1) << (4 * j + 2));
+            assert_eq!(iq2_sign_nibbles(s), want, "{s:#x}");
+            assert_eq!(
+                iq2_sign_nibbles(s | 0xabcd_e700),
+                want,
+                "{s:#x} with high bits"
+            );
         }
     }
 

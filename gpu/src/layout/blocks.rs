@@ -258,17 +258,21 @@ impl WType {
         }
     }
 
-    /// Bytes of the type's lookup tables in shared memory (see [`Self::lookup_grid_offset`]); 0
-    /// for the types without a grid.
+    /// Bytes of the type's lookup tables in shared memory (see [`Self::lookup_grid_offset`];
+    /// [`LOOKUP_ENTRY_BYTES`] a grid entry); 0 for the types without a grid.
     pub const fn lookup_table_bytes(self) -> usize {
-        let (n, b) = self.grid();
+        let (n, _) = self.grid();
         if n == 0 {
             0
         } else {
-            self.lookup_grid_offset() + n * b
+            self.lookup_grid_offset() + n * LOOKUP_ENTRY_BYTES
         }
     }
 }
+
+/// Bytes of a grid entry in the lookup tables a kernel keeps in shared memory: an IQ3 entry
+/// (4 values), or an IQ2 entry's 8 values as 8 code nibbles (`formats::SharedTables`).
+pub const LOOKUP_ENTRY_BYTES: usize = 4;
 
 /// Bytes of ggml's sign table `ksigns_iq2xs` (128 entries of 8 sign bits). In shared memory
 /// its 32 words sit in the 32 banks, so a warp's 32 lookups are one wavefront (measured on the

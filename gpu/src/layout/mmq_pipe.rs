@@ -325,15 +325,15 @@ mod tests {
                 assert!(2 * (sm.total + 1024) <= 228 * 1024, "{w:?}");
             }
         }
-        // The lead of the main pairs' gate/up types in the wide shape (IQ2_S's 8 KB grid
-        // leaves room for 1).
+        // The lead of the main pairs' gate/up types in the wide shape (IQ2_S's 256-value
+        // stages and 4 KB grid leave room for 1).
         let lead = |w| MmqPipeSmem::new(w).lead;
         assert_eq!(lead(WType::Q2_0), 2);
         assert_eq!(lead(WType::Iq2Xxs), 2);
         assert_eq!(lead(WType::Iq3S), 2);
         assert_eq!(lead(WType::Iq2S), 1);
         // Three narrow CTAs per SM for every type (no decoded tiles; Q2_0 with the longest
-        // lead, Q8_0's 136-byte rows with 1, IQ2_S's grid with 3).
+        // lead, Q8_0's 136-byte rows with 1, IQ2_S's 4 KB grid with the longest too).
         let narrow = |w| MmqPipeSmem::of(w, MmqPipeShape::Narrow);
         let per_sm = |w| 228 * 1024 / (narrow(w).total + 1024);
         for w in WType::ALL {
@@ -342,7 +342,7 @@ mod tests {
         }
         assert_eq!(narrow(WType::Q2_0).lead, MMQ_PIPE_MAX_LEAD);
         assert_eq!(narrow(WType::Iq2Xxs).lead, MMQ_PIPE_MAX_LEAD);
-        assert_eq!(narrow(WType::Iq2S).lead, 3);
+        assert_eq!(narrow(WType::Iq2S).lead, MMQ_PIPE_MAX_LEAD);
     }
 
     #[test]
