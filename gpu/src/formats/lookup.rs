@@ -19,17 +19,16 @@ use crate::tables::{IQ2S_GRID, IQ2XS_GRID, IQ2XXS_GRID, IQ3S_GRID, IQ3XXS_GRID, 
 
 // The layout's table sizes are the tables'.
 const _: () = {
-    assert!(WType::Iq2Xxs.grid().0 == IQ2XXS_GRID.len());
-    assert!(WType::Iq2Xs.grid().0 == IQ2XS_GRID.len());
-    assert!(WType::Iq2S.grid().0 == IQ2S_GRID.len());
-    assert!(WType::Iq3Xxs.grid().0 == IQ3XXS_GRID.len());
-    assert!(WType::Iq3S.grid().0 == IQ3S_GRID.len());
-    assert!(WType::Iq2Xxs.grid().1 == 8 && WType::Iq3S.grid().1 == 4);
+    assert!(WType::Iq2Xxs.grid_entries() == IQ2XXS_GRID.len());
+    assert!(WType::Iq2Xs.grid_entries() == IQ2XS_GRID.len());
+    assert!(WType::Iq2S.grid_entries() == IQ2S_GRID.len());
+    assert!(WType::Iq3Xxs.grid_entries() == IQ3XXS_GRID.len());
+    assert!(WType::Iq3S.grid_entries() == IQ3S_GRID.len());
     assert!(SIGN_TABLE_BYTES == KSIGNS_IQ2XS.len());
     assert!(LOOKUP_ENTRY_BYTES == 4);
 };
 
-/// An IQ2 grid as code words ([`iq2_entry_codes`]), computed at compile time.
+/// An IQ2 grid as code words (`iq2_entry_codes`), computed at compile time.
 const fn codes_of<const N: usize>(grid: &[u64; N]) -> [u32; N] {
     let mut c = [0u32; N];
     let mut i = 0;

@@ -19,8 +19,8 @@ pub use lookup::SharedTables;
 pub use lookup::lookup_table_word;
 use words::iq4_nl_table;
 pub use words::{
-    apply_signs4, byte_perm, iq2_entry_codes, iq2_signed_values, iq4_nl_values4, q2_0_expand,
-    q2_0_expand2_u16, q2_0_expand4, sign_mask4, vsub4,
+    apply_signs4, byte_perm, iq2_signed_values, iq4_nl_values4, q2_0_expand, q2_0_expand2_u16,
+    q2_0_expand4, sign_mask4, vsub4,
 };
 
 /// THE list of weight formats: one row per type, as ggml's `mmq_type_traits` table - the
@@ -68,7 +68,7 @@ pub trait BlockBytes: Copy {
         self.u16(off) | self.u16(off + 2) << 16
     }
     /// Entry `i` (masked to 0..128) of ggml's sign table `ksigns_iq2xs`: the static table, or
-    /// a kernel's shared copy ([`SharedTables`]).
+    /// a kernel's shared copy (`SharedTables`).
     #[inline(always)]
     fn signs(self, i: u32) -> u32 {
         KSIGNS_IQ2XS[(i & 127) as usize] as u32

@@ -128,7 +128,7 @@ fn q2_0_expand_spaced(y: u32) -> [u32; 2] {
 /// IQ2_S's grids is a level: the test `iq2_grids_are_level_codes`).
 const IQ2_LEVELS: [u32; 2] = [0x002b_1908, 0x00d5_e7f8];
 
-/// An IQ2 grid entry (8 level bytes, [`IQ2_LEVELS`]) as 8 code nibbles: nibble j the code of
+/// An IQ2 grid entry (8 level bytes, `IQ2_LEVELS`) as 8 code nibbles: nibble j the code of
 /// byte j (0, 1, 2 for 8, 25, 43; 3 for a byte that is no level, which no grid has).
 pub const fn iq2_entry_codes(entry: u64) -> u32 {
     let mut codes = 0;
@@ -150,15 +150,15 @@ pub const fn iq2_entry_codes(entry: u64) -> u32 {
 /// spread apart three times (to 16, then 8, then 4 apart), each a multiply whose partial
 /// products land on distinct bits (no carry) and a mask.
 #[inline(always)]
-pub fn iq2_sign_nibbles(s: u32) -> u32 {
+fn iq2_sign_nibbles(s: u32) -> u32 {
     let x = (s & 0xff).wrapping_mul(0x1001) & 0x000f_000f;
     let x = x.wrapping_mul(0x41) & 0x0303_0303;
     x.wrapping_mul(9 << 2) & 0x4444_4444
 }
 
-/// The 8 signed int8 values of an IQ2 grid entry given as [`iq2_entry_codes`] and its 8 sign
+/// The 8 signed int8 values of an IQ2 grid entry given as `iq2_entry_codes` and its 8 sign
 /// bits (byte j negated where bit j of `signs` is set), as two words: each byte a `prmt`
-/// lookup in [`IQ2_LEVELS`] whose selector nibble is the code with the sign as its bit 2. The
+/// lookup in `IQ2_LEVELS` whose selector nibble is the code with the sign as its bit 2. The
 /// same words as [`apply_signs4`] on the entry's bytes.
 #[inline(always)]
 pub fn iq2_signed_values(codes: u32, signs: u32) -> [u32; 2] {

@@ -228,16 +228,16 @@ impl WType {
         k / self.block_values() * self.block_bytes()
     }
 
-    /// Entries and bytes per entry of the type's value grid (ggml's `iq*_grid`: 8 values an
-    /// entry for the IQ2 types, 4 for the IQ3 types); `(0, 0)` for the types without one.
-    pub const fn grid(self) -> (usize, usize) {
+    /// Entries of the type's value grid (ggml's `iq*_grid`: 8 values an entry for the IQ2
+    /// types, 4 for the IQ3 types); 0 for the types without one.
+    pub const fn grid_entries(self) -> usize {
         match self {
-            WType::Iq2Xxs => (256, 8),
-            WType::Iq2Xs => (512, 8),
-            WType::Iq2S => (1024, 8),
-            WType::Iq3Xxs => (256, 4),
-            WType::Iq3S => (512, 4),
-            WType::Q8_0 | WType::Q2_0 | WType::Iq4Nl => (0, 0),
+            WType::Iq2Xxs => 256,
+            WType::Iq2Xs => 512,
+            WType::Iq2S => 1024,
+            WType::Iq3Xxs => 256,
+            WType::Iq3S => 512,
+            WType::Q8_0 | WType::Q2_0 | WType::Iq4Nl => 0,
         }
     }
 
@@ -261,7 +261,7 @@ impl WType {
     /// Bytes of the type's lookup tables in shared memory (see [`Self::lookup_grid_offset`];
     /// [`LOOKUP_ENTRY_BYTES`] a grid entry); 0 for the types without a grid.
     pub const fn lookup_table_bytes(self) -> usize {
-        let (n, _) = self.grid();
+        let n = self.grid_entries();
         if n == 0 {
             0
         } else {
