@@ -22,6 +22,15 @@ pub const fn has_mma(arch: u32) -> bool {
     arch >= MMA_MIN_ARCH
 }
 
+/// The oldest module built with the bulk copies on transaction barriers (`cp.async.bulk`,
+/// `mbarrier` transactions: cfg `gpu_sm90`), which the narrow MMQ kernel's resident form needs.
+pub const BULK_MIN_ARCH: u32 = 90;
+
+/// Whether the module of target `arch` has the bulk copies (the resident narrow MMQ form).
+pub const fn has_bulk(arch: u32) -> bool {
+    arch >= BULK_MIN_ARCH
+}
+
 /// The newest module whose target is not above compute capability `cc` (major*10+minor).
 pub fn for_cc(cc: u32) -> Option<(u32, &'static str)> {
     MODULES.iter().rev().find(|(arch, _)| *arch <= cc).copied()
@@ -49,5 +58,6 @@ mod tests {
         assert_eq!(super::for_cc(120).unwrap().0, 90);
         assert!(!super::has_mma(60));
         assert!(super::has_mma(75) && super::has_mma(90));
+        assert!(!super::has_bulk(80) && super::has_bulk(90));
     }
 }

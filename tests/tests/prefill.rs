@@ -10,6 +10,8 @@ mod auto;
 mod common;
 #[path = "prefill/reference_shape.rs"]
 mod reference_shape;
+#[path = "prefill/resident.rs"]
+mod resident;
 #[path = "prefill/tiles.rs"]
 mod tiles;
 #[path = "prefill/ws.rs"]
@@ -339,9 +341,10 @@ fn expert_row_counts_at_tile_edges() {
         let mut pfs = pipelines(&gpu, &s, t);
         assert_eq!(
             pfs.len(),
-            9,
-            "mmq, fused, ws, ws fast, mmq on its classic kernel, on narrow tiles, with SwiGLU in \
-             the gate/up epilogue and in its own kernel, and auto run this shape"
+            11,
+            "mmq, fused, ws, ws fast, mmq on its classic kernel, on narrow tiles (SwiGLU in the \
+             epilogue; in its own kernel, resident and streamed), with SwiGLU in the gate/up \
+             epilogue and in its own kernel, and auto run this shape"
         );
         let label = format!(
             "row counts {counts:?} top-{k} {}/{}",

@@ -16,10 +16,12 @@ macro_rules! host_pod {
 
 mod blocks;
 mod mmq_pipe;
+mod mmq_resident;
 mod params;
 mod tiles;
 
 pub use blocks::*;
 pub use mmq_pipe::*;
+pub use mmq_resident::*;
 pub use params::*;
 pub use tiles::*;

@@ -111,6 +111,12 @@ pub struct MmqParams {
     pub k: u32,
     pub n_cols_x: u32,
     pub out_stride: u32,
+    /// 1: the narrow kernel `moe_mmq_narrow_<wtype>` runs its resident form
+    /// ([`MmqResidentSmem`](crate::layout::MmqResidentSmem), sm_90 modules only): the layout
+    /// exists for the type and `k`, and each tile's 128 rows are consecutive bytes of one
+    /// tensor, 16-byte aligned. 0: its streamed form. Every other kernel ignores it.
+    pub resident: u32,
+    pub _pad: u32,
 }
 
 /// Parameters of `moe_route`: softmax + top-k of router logits `[n_tokens][n_experts]` into
@@ -209,7 +215,7 @@ host_pod!(
 
 const _: () = assert!(size_of::<MmqTile>() == 16);
 const _: () = assert!(size_of::<ExpertTilesParams>() == 32);
-const _: () = assert!(size_of::<MmqParams>() == 80);
+const _: () = assert!(size_of::<MmqParams>() == 88);
 const _: () = assert!(size_of::<RouteParams>() == 48);
 const _: () = assert!(size_of::<ScatterParams>() == 88);
 const _: () = assert!(size_of::<CombineParams>() == 40);

@@ -44,8 +44,10 @@ pub fn split_pipeline(
 /// One pipeline per expert path that can run `s` here (MMQ and weight-stationary always; fused
 /// where eligible), the weight-stationary path with WS_FAST, the MMQ path on its classic kernel
 /// (the plain MMQ pipeline runs the pipelined one where it fits, as on every GPU we test on), on
-/// narrow tiles at every row count, with SwiGLU in the gate/up epilogue and in its own kernel at
-/// every row count, and one that chooses per run (`auto`).
+/// narrow tiles at every row count (with SwiGLU in the gate/up epilogue, and in its own kernel
+/// with the narrow kernel's resident form where it fits and without it), with SwiGLU in the
+/// gate/up epilogue and in its own kernel at every row count, and one that chooses per run
+/// (`auto`).
 pub fn pipelines(gpu: &Gpu, s: &MoeShape, cap: usize) -> Vec<Prefill> {
     let mut pfs: Vec<Prefill> = ExpertPath::ALL
         .into_iter()
@@ -70,6 +72,9 @@ pub fn pipelines(gpu: &Gpu, s: &MoeShape, cap: usize) -> Vec<Prefill> {
         for (mmq, swiglu, kernel) in [
             (MmqChoice::Classic, SwigluAt::Auto, "classic kernel"),
             (MmqChoice::Narrow, SwigluAt::Epilogue, "narrow kernel"),
+            // Narrow gate/up without the epilogue, resident where it fits (sm_90) and streamed.
+            (MmqChoice::Narrow, SwigluAt::Kernel, "narrow kernel"),
+            (MmqChoice::NarrowStreamed, SwigluAt::Kernel, "narrow kernel"),
             (
                 MmqChoice::Auto,
                 SwigluAt::Epilogue,

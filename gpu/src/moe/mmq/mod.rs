@@ -262,6 +262,13 @@ macro_rules! mmq_kernels {
         /// As `pipe::mmq_pipe`.
         #[unsafe(no_mangle)]
         pub unsafe extern "ptx-kernel" fn $narrow(p: MmqParams) {
+            // The resident form where the host asks for it (sm_90 modules).
+            #[cfg(gpu_sm90)]
+            if p.resident != 0 {
+                // SAFETY: forwarded contract (`MmqParams::resident`).
+                unsafe { pipe::mmq_resident::<$b>(&p) };
+                return;
+            }
             // SAFETY: forwarded contract.
             unsafe { pipe::mmq_pipe::<$b, true, false>(&p) }
         }

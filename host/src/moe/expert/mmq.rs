@@ -6,23 +6,29 @@
 //! shape (`moe_mmq_narrow_<type>`: 16-row tiles, every warp on 16 weight rows, up to 75 KB and
 //! 80 registers so that three CTAs share an SM), run where a layer has few rows per expert
 //! ([`NARROW_MAX_ROWS_PER_EXPERT`]) and the type's narrow layout fits (every type decodes
-//! into registers there, whatever the product's K: `MmqPipeShape::in_registers`). `MOE_MMQ_KERNEL` (or a plan's [`MmqChoice`]) forces one. The plan that runs them is the split plan (split.rs).
+//! into registers there, whatever the product's K: `MmqPipeShape::in_registers`). On sm_90 the
+//! narrow kernel runs a product in its resident form where the tile's whole K fits
+//! ([`MmqKernels::resident`]: every weight byte and activation block bulk-copied once in the
+//! prologue). `MOE_MMQ_KERNEL` (or a plan's [`MmqChoice`]) forces one. The plan that runs them
+//! is the split plan (split.rs).
 
 use cudarc::driver::CudaFunction;
 use cudarc::driver::sys::CUfunction_attribute as FnAttr;
 use gpu::layout::{
-    MMQ_COLS, MMQ_NARROW_COLS, MMQ_ROWS, MMQ_SMEM_BYTES, MmqPipeShape, MmqPipeSmem, WType,
+    MMQ_COLS, MMQ_NARROW_COLS, MMQ_ROWS, MMQ_SMEM_BYTES, MmqParams, MmqPipeShape, MmqPipeSmem,
+    MmqResidentSmem, WType,
 };
 
 use super::check_product;
 use crate::device::{DeviceLimits, FormatKernels};
 use crate::error::{DriverOp, Error, Result};
 use crate::problem::MoeShape;
+use crate::ptx;
 
 /// Environment variable that forces the MMQ kernel: `classic`, `pipelined` (wide tiles at every
-/// row count) or `narrow` (narrow tiles at every row count; a type whose narrow layout does not
-/// fit runs the wide kernel over them); `auto` or unset lets the plan choose. All give the same
-/// bytes.
+/// row count), `narrow` (narrow tiles at every row count; a type whose narrow layout does not
+/// fit runs the wide kernel over them) or `narrow-streamed` (the same, never in the resident
+/// form); `auto` or unset lets the plan choose. All give the same bytes.
 pub const MMQ_KERNEL_VAR: &str = "MOE_MMQ_KERNEL";
 
 /// Why the MMQ path cannot run this shape, if it cannot.
@@ -46,14 +52,18 @@ pub enum MmqChoice {
     Classic,
     Pipelined,
     Narrow,
+    /// Narrow tiles as `Narrow`, never in the resident form (every K step's weights streamed
+    /// through the copy ring).
+    NarrowStreamed,
 }
 
 impl MmqChoice {
-    pub const ALL: [MmqChoice; 4] = [
+    pub const ALL: [MmqChoice; 5] = [
         MmqChoice::Auto,
         MmqChoice::Classic,
         MmqChoice::Pipelined,
         MmqChoice::Narrow,
+        MmqChoice::NarrowStreamed,
     ];
 
     pub fn name(self) -> &'static str {
@@ -62,6 +72,7 @@ impl MmqChoice {
             MmqChoice::Classic => "classic",
             MmqChoice::Pipelined => "pipelined",
             MmqChoice::Narrow => "narrow",
+            MmqChoice::NarrowStreamed => "narrow-streamed",
         }
     }
 
@@ -71,7 +82,8 @@ impl MmqChoice {
             .find(|c| c.name() == s)
             .ok_or_else(|| {
                 Error::Unsupported(format!(
-                    "unknown MMQ kernel `{s}` (expected auto, classic, pipelined or narrow)"
+                    "unknown MMQ kernel `{s}` (expected auto, classic, pipelined, narrow or \
+                     narrow-streamed)"
                 ))
             })
     }
@@ -201,6 +213,8 @@ pub struct MmqKernels {
     wide: [MmqKernel; 2],
     narrow: Option<[MmqKernel; 2]>,
     choice: MmqChoice,
+    /// The loaded module has the bulk copies (`ptx::has_bulk`) for the resident narrow form.
+    bulk: bool,
 }
 
 impl MmqKernels {
@@ -208,7 +222,7 @@ impl MmqKernels {
     pub fn new(types: [WType; 2], dev: &DeviceLimits, choice: MmqChoice) -> MmqKernels {
         let wide = types.map(|w| MmqKernel::choose(w, dev, choice));
         let takes = match choice {
-            MmqChoice::Auto | MmqChoice::Narrow => true,
+            MmqChoice::Auto | MmqChoice::Narrow | MmqChoice::NarrowStreamed => true,
             MmqChoice::Classic | MmqChoice::Pipelined => false,
         };
         let n = [0, 1].map(|i| {
@@ -221,7 +235,27 @@ impl MmqKernels {
             wide,
             narrow,
             choice,
+            bulk: ptx::has_bulk(dev.ptx_arch),
         }
+    }
+
+    /// Whether `kernel` runs product `p` of weight type `w` in the narrow kernel's resident form
+    /// (`MmqParams::resident`, gpu/src/moe/mmq/pipe/resident.rs): the narrow kernel (not its
+    /// SwiGLU form, which `swiglu` says), a module with bulk copies, the resident layout for
+    /// the type and `p.k` (`MmqResidentSmem::of`), and each tile's 128 rows consecutive in one
+    /// tensor and 16-byte aligned; not under `MmqChoice::NarrowStreamed`.
+    pub fn resident(&self, kernel: MmqKernel, swiglu: bool, w: WType, p: &MmqParams) -> bool {
+        let tensor_aligned = |base: u64| base.is_multiple_of(16);
+        let one_tensor =
+            p.n_split >= p.n || (p.n_split.is_multiple_of(MMQ_ROWS as u32) && tensor_aligned(p.w1));
+        matches!(kernel, MmqKernel::Narrow { .. })
+            && !swiglu
+            && self.bulk
+            && self.choice != MmqChoice::NarrowStreamed
+            && MmqResidentSmem::of(w, p.k as usize).is_some()
+            && tensor_aligned(p.w0)
+            && p.w_expert_bytes.is_multiple_of(16)
+            && one_tensor
     }
 
     /// Every kernel a run may take, each product's in order (for `prepare`).
@@ -233,7 +267,7 @@ impl MmqKernels {
     pub fn for_run(&self, n_rows: usize, n_experts: usize) -> [MmqKernel; 2] {
         match self.narrow {
             Some(n)
-                if self.choice == MmqChoice::Narrow
+                if matches!(self.choice, MmqChoice::Narrow | MmqChoice::NarrowStreamed)
                     || n_rows <= NARROW_MAX_ROWS_PER_EXPERT * n_experts =>
             {
                 n
@@ -322,6 +356,95 @@ mod tests {
         let small = dev(MMQ_SMEM_BYTES as u32);
         let k = MmqKernels::new(q2, &small, MmqChoice::Narrow);
         assert_eq!(k.for_run(1, e), [MmqKernel::Classic; 2]);
+    }
+
+    #[test]
+    fn resident_form_where_its_layout_and_the_rows_allow() {
+        let d = DeviceLimits {
+            ptx_arch: 90,
+            ..dev(227 * 1024)
+        };
+        // The reference shape's down product: IQ4_NL rows of 360 bytes, K = 640.
+        let down = MmqParams {
+            w0: 1 << 20,
+            w1: 0,
+            w_expert_bytes: 2560 * 360,
+            x: 0,
+            tiles: 0,
+            out: 0,
+            out_rows: 0,
+            row_bytes: 360,
+            n_split: 2560,
+            n: 2560,
+            k: 640,
+            n_cols_x: 5120,
+            out_stride: 2560,
+            resident: 0,
+            _pad: 0,
+        };
+        let w = WType::Iq4Nl;
+        let ks = |c| MmqKernels::new([WType::Q2_0, w], &d, c);
+        let n = MmqKernel::narrow(w, &d).unwrap();
+        let auto = ks(MmqChoice::Auto);
+        assert!(auto.resident(n, false, w, &down));
+        assert!(ks(MmqChoice::Narrow).resident(n, false, w, &down));
+        // Not with the SwiGLU epilogue, on another kernel, streamed by choice, below sm_90.
+        assert!(!auto.resident(n, true, w, &down));
+        let wide = MmqKernel::choose(w, &d, MmqChoice::Auto);
+        assert!(!auto.resident(wide, false, w, &down));
+        assert!(!auto.resident(MmqKernel::Classic, false, w, &down));
+        assert!(!ks(MmqChoice::NarrowStreamed).resident(n, false, w, &down));
+        let sm80 = DeviceLimits { ptx_arch: 80, ..d };
+        assert!(
+            !MmqKernels::new([WType::Q2_0, w], &sm80, MmqChoice::Auto).resident(n, false, w, &down)
+        );
+        // No layout: a K whose 128 rows and activations do not fit (the gate/up product's).
+        let long = MmqParams {
+            k: 2560,
+            row_bytes: 1440,
+            ..down
+        };
+        assert!(!auto.resident(n, false, w, &long));
+        // Rows not 16-byte aligned, in the tensor or from expert to expert.
+        assert!(!auto.resident(
+            n,
+            false,
+            w,
+            &MmqParams {
+                w0: down.w0 + 8,
+                ..down
+            }
+        ));
+        let odd = MmqParams {
+            w_expert_bytes: down.w_expert_bytes + 8,
+            ..down
+        };
+        assert!(!auto.resident(n, false, w, &odd));
+        // Separate gate and up tensors: tiles within one tensor, both aligned.
+        let split = MmqParams {
+            n_split: 1280,
+            w1: 1 << 24,
+            ..down
+        };
+        assert!(auto.resident(n, false, w, &split));
+        assert!(!auto.resident(
+            n,
+            false,
+            w,
+            &MmqParams {
+                n_split: 1216,
+                ..split
+            }
+        ));
+        assert!(!auto.resident(
+            n,
+            false,
+            w,
+            &MmqParams {
+                w1: split.w1 + 2,
+                ..split
+            }
+        ));
     }
 
     #[test]

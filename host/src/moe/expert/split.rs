@@ -12,7 +12,7 @@
 
 use cudarc::driver::CudaSlice;
 use gpu::layout::{
-    MMQ_BLOCK_VALUES, MMQ_ROWS, MmqParams, Q8_1_MMQ_BYTES, WS_COLS, WS_ROWS, padded_k,
+    MMQ_BLOCK_VALUES, MMQ_ROWS, MmqParams, Q8_1_MMQ_BYTES, WS_COLS, WS_ROWS, WType, padded_k,
 };
 
 use super::{
@@ -50,6 +50,8 @@ pub struct SplitPlan {
     mmq: MmqKernels,
     /// The MMQ kernel of each product (gate/up, down) of the prepared run.
     mmq_kernels: [MmqKernel; 2],
+    /// Whether each product of the last launch ran the narrow kernel's resident form.
+    resident: [bool; 2],
     products: [Product; 2],
     swiglu: SwigluAt,
     /// Rows of the prepared run.
@@ -108,6 +110,7 @@ impl SplitPlan {
             ws_tier: 0,
             mmq,
             mmq_kernels,
+            resident: [false; 2],
             products: [first; 2],
             swiglu: opts.swiglu,
             run_rows: rows,
@@ -141,6 +144,29 @@ impl SplitPlan {
     /// run; before one, of a run of the plan's row capacity).
     pub fn mmq_kernels(&self) -> [MmqKernel; 2] {
         self.mmq_kernels
+    }
+
+    /// Whether each product (gate/up, down) of the last launch ran the narrow MMQ kernel's
+    /// resident form.
+    pub fn resident(&self) -> [bool; 2] {
+        self.resident
+    }
+
+    /// `p` with `resident` set where product `which` (type `w`; `swiglu`: its kernel has the
+    /// SwiGLU epilogue) runs the narrow kernel's resident form (`MmqKernels::resident`),
+    /// recorded for [`Self::resident`].
+    fn with_resident(
+        &mut self,
+        which: usize,
+        swiglu: bool,
+        w: WType,
+        mut p: MmqParams,
+    ) -> MmqParams {
+        let on = self.products[which] == Product::Mmq
+            && self.mmq.resident(self.mmq_kernels[which], swiglu, w, &p);
+        self.resident[which] = on;
+        p.resident = on as u32;
+        p
     }
 }
 
@@ -248,7 +274,10 @@ impl ExpertPlan for SplitPlan {
             k: s.hidden as u32,
             n_cols_x: io.n_rows as u32,
             out_stride,
+            resident: 0,
+            _pad: 0,
         };
+        let gu_p = self.with_resident(0, epilogue, s.gate_up_type, gu_p);
         // SAFETY: weights resident with the layer's shape (checked at upload); xq holds
         // hidden_padded / 128 chunks of n_rows blocks; the tiles cover rows < n_rows with at
         // most the kernel's width each; gu holds cap_rows >= n_rows rows of 2 ffn, hq
@@ -276,7 +305,10 @@ impl ExpertPlan for SplitPlan {
             k: s.ffn as u32,
             n_cols_x: io.n_rows as u32,
             out_stride: s.hidden as u32,
+            resident: 0,
+            _pad: 0,
         };
+        let dn_p = self.with_resident(1, false, s.down_type, dn_p);
         // SAFETY: as for gate/up; hq holds padded(ffn) / 128 chunks of n_rows blocks;
         // row_dst maps each row to its (token, slot) row of dm.
         unsafe { self.product(gpu, 1, self.products[1], func, name, dn_p)? };
@@ -286,7 +318,7 @@ impl ExpertPlan for SplitPlan {
     fn describe(&self) -> String {
         let one = |p: Product, which: usize| match p {
             Product::Mmq => format!(
-                "mmq ({}{} tiles of up to {} rows x {MMQ_ROWS} features{}, {} kernel)",
+                "mmq ({}{} tiles of up to {} rows x {MMQ_ROWS} features{}, {} kernel{})",
                 if self.lists().on_device { "up to " } else { "" },
                 self.lists().len(self.mmq_kernels[which]),
                 self.mmq_kernels[which].cols(),
@@ -295,7 +327,12 @@ impl ExpertPlan for SplitPlan {
                 } else {
                     ""
                 },
-                self.mmq_kernels[which].name()
+                self.mmq_kernels[which].name(),
+                if self.resident[which] {
+                    ", resident"
+                } else {
+                    ""
+                }
             ),
             Product::Ws => format!(
                 "weight-stationary ({} tiles of up to {} rows x {WS_ROWS} features{})",

@@ -25,6 +25,10 @@
 //!   copied into shared memory in the prologue (`Cta::copy_tables`, `MmqPipeSmem::tables`) and
 //!   every decode looks them up there (`formats::SharedTables`).
 //!
+//! - Resident form (resident.rs, sm_90, the narrow kernel without the epilogue, where the host
+//!   sets `MmqParams::resident`): the tile's whole K copied once in the prologue by bulk copies,
+//!   warp by warp, and a K loop without CTA barriers (the down product at the reference shape).
+//!
 //! - SwiGLU epilogue (`moe_mmq_(pipe|narrow)_swiglu_<type>`, gate/up only; swiglu.rs): the tile's
 //!   rows are gate and up rows of the same 64 features, interleaved by 8 (`Cta::row_addr`), so
 //!   each lane holds gate and up of its outputs and the CTA writes H = q8_1(swiglu(gate, up))
@@ -38,7 +42,12 @@
 mod copy;
 mod cta;
 mod regs;
+#[cfg(gpu_sm90)]
+mod resident;
 mod swiglu;
+
+#[cfg(gpu_sm90)]
+pub use resident::mmq_resident;
 
 use cta::{Cta, weight_row};
 

@@ -51,23 +51,49 @@ pub(super) unsafe fn k_loop<B: WeightBlock>(
         }
         copy::close();
         // SAFETY: step j's weight stage and activations are visible (above).
-        unsafe { product::<B>(c, j, acc) };
+        unsafe { product::<B, false>(c, j, Resident::STREAMED, acc) };
     }
 }
 
+/// Where the resident form (resident.rs) keeps a tile's weights and activations: row `r` at
+/// `rows + r * row_bytes`, K step `j`'s activation blocks at `acts + j * acts_bytes`.
+/// `Resident::STREAMED` for the streamed form (regs.rs's ring), which ignores it.
+#[derive(Clone, Copy)]
+pub(super) struct Resident {
+    pub(super) rows: u32,
+    pub(super) row_bytes: u32,
+    pub(super) acts: u32,
+    pub(super) acts_bytes: u32,
+}
+
+impl Resident {
+    const STREAMED: Resident = Resident {
+        rows: 0,
+        row_bytes: 0,
+        acts: 0,
+        acts_bytes: 0,
+    };
+}
+
 /// The warp's products of K step `j` (narrow shape: rows `16 warp ..`, columns `8 nt + 2 t +
-/// i % 2`), for its count of live 8-column tiles.
+/// i % 2`), for its count of live 8-column tiles: from the step's raw stage and activation
+/// buffer in the ring, or with `RESIDENT` from where `res` says.
 ///
 /// # Safety
-/// Step j's weight stage and activation blocks are written and visible.
+/// Step j's weight bytes and activation blocks are written and visible there.
 #[inline(always)]
-unsafe fn product<B: WeightBlock>(c: &Cta, j: u32, acc: &mut [[[f32; 4]; 4]; 2]) {
+pub(super) unsafe fn product<B: WeightBlock, const RESIDENT: bool>(
+    c: &Cta,
+    j: u32,
+    res: Resident,
+    acc: &mut [[[f32; 4]; 4]; 2],
+) {
     // SAFETY: forwarded contract.
     unsafe {
         match c.tile.n_cols.div_ceil(8) {
             0 => {}
-            1 => product_nt::<B, 1>(c, j, acc),
-            _ => product_nt::<B, 2>(c, j, acc),
+            1 => product_nt::<B, 1, RESIDENT>(c, j, res, acc),
+            _ => product_nt::<B, 2, RESIDENT>(c, j, res, acc),
         }
     }
 }
@@ -77,9 +103,10 @@ unsafe fn product<B: WeightBlock>(c: &Cta, j: u32, acc: &mut [[[f32; 4]; 4]; 2])
 /// # Safety
 /// As [`product`].
 #[inline(always)]
-unsafe fn product_nt<B: WeightBlock, const NT: usize>(
+unsafe fn product_nt<B: WeightBlock, const NT: usize, const RESIDENT: bool>(
     c: &Cta,
     j: u32,
+    res: Resident,
     acc: &mut [[[f32; 4]; 4]; 2],
 ) {
     let lane = tid_x() % 32;
@@ -94,13 +121,22 @@ unsafe fn product_nt<B: WeightBlock, const NT: usize>(
     const { assert!(B::FRAG_PAIRS || B::WTYPE.scale_values() != 16) };
     let first_half = if tc < 2 { u32::MAX } else { 0 };
     let raw = c.raw(j, sub);
-    let acts = c.acts(j);
+    let acts = if RESIDENT {
+        res.acts + j * res.acts_bytes
+    } else {
+        c.acts(j)
+    };
     // The lane's rows' bytes in the stage (each row's window starts 16-byte aligned):
     // `Cta::stage_row`, written out with `raw` hoisted out of the two rows (calling it here
     // moves address arithmetic in the narrow kernels' PTX; this form is the measured one).
+    // Resident: the row's bytes from its start, the stage `j / sub` of them.
     let row = |r: u32| {
-        let src = c.row_addr(r) + (j / sub) as u64 * srb;
-        raw + r * c.sm.slot as u32 + (src & 15) as u32
+        if RESIDENT {
+            res.rows + r * res.row_bytes + (j / sub) * srb as u32
+        } else {
+            let src = c.row_addr(r) + (j / sub) as u64 * srb;
+            raw + r * c.sm.slot as u32 + (src & 15) as u32
+        }
     };
     let r0 = 16 * warp + gr;
     let rows = [row(r0), row(r0 + 8)];
