@@ -7,21 +7,20 @@
 //! A tile's 128 weight rows are `128 row_bytes` consecutive bytes of the expert's tensor, laid
 //! in shared memory as they are (row `t` at `t * row_bytes`): warp `w`'s 16 rows are one bulk
 //! copy of `16 row_bytes` bytes on the warp's own barrier, which only that warp waits for. The
-//! activations of K step `j` (the tile's columns' D4 blocks) go to `acts + j * acts_bytes`, all
-//! steps on one barrier.
+//! activations of K step `j` (the tile's columns' D4 blocks) go to `acts + j * acts_bytes`, on
+//! the step's own barrier.
 
 use super::{MMQ_KSTEP, MMQ_ROWS, MmqPipeShape, MmqPipeSmem, WType};
 use super::{MMQ_PIPE_BAR_BYTES, fused_sub_steps};
 
 /// Warps of a narrow CTA, each with a transaction barrier for its 16 weight rows.
 pub const MMQ_RESIDENT_WARPS: usize = MMQ_ROWS / 16;
-/// Transaction barriers of a resident CTA: one per warp, then one for the activations.
-pub const MMQ_RESIDENT_BARS: usize = MMQ_RESIDENT_WARPS + 1;
 
 /// Shared-memory layout of a resident narrow CTA (byte offsets): the weight rows from 0, the
-/// activations of every K step at `acts` (`acts_bytes` each), the barriers at `bars`; the
-/// lookup tables stay where the narrow layout keeps them (`MmqPipeSmem::tables`), past `end`,
-/// and the CTA is launched with the narrow layout's shared memory.
+/// activations of every K step at `acts` (`acts_bytes` each), the transaction barriers at
+/// `bars` (one per warp, then one per K step); the lookup tables stay where the narrow layout
+/// keeps them (`MmqPipeSmem::tables`), past `end`, and the CTA is launched with the narrow
+/// layout's shared memory.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct MmqResidentSmem {
     pub row_bytes: usize,
@@ -46,7 +45,7 @@ impl MmqResidentSmem {
         let acts_bytes = shape.acts_bytes();
         let acts = (MMQ_ROWS * row_bytes).next_multiple_of(16);
         let bars = acts + k / MMQ_KSTEP * acts_bytes;
-        let end = bars + MMQ_RESIDENT_BARS * MMQ_PIPE_BAR_BYTES;
+        let end = bars + (MMQ_RESIDENT_WARPS + k / MMQ_KSTEP) * MMQ_PIPE_BAR_BYTES;
         if end <= MmqPipeSmem::of(w, shape).tables {
             Some(MmqResidentSmem {
                 row_bytes,
@@ -63,6 +62,16 @@ impl MmqResidentSmem {
     /// Bytes of one warp's weight copy (16 rows).
     pub const fn warp_bytes(&self) -> usize {
         16 * self.row_bytes
+    }
+
+    /// Offset of the transaction barrier of warp `w`'s rows.
+    pub const fn warp_bar(&self, w: usize) -> usize {
+        self.bars + w * MMQ_PIPE_BAR_BYTES
+    }
+
+    /// Offset of the transaction barrier of K step `j`'s activations.
+    pub const fn acts_bar(&self, j: usize) -> usize {
+        self.bars + (MMQ_RESIDENT_WARPS + j) * MMQ_PIPE_BAR_BYTES
     }
 }
 
@@ -84,6 +93,10 @@ mod tests {
                 assert!(r.acts >= MMQ_ROWS * r.row_bytes && r.acts.is_multiple_of(16));
                 assert_eq!(r.bars, r.acts + k / MMQ_KSTEP * r.acts_bytes);
                 assert!(r.bars.is_multiple_of(MMQ_PIPE_BAR_BYTES));
+                let nk = k / MMQ_KSTEP;
+                assert_eq!(r.warp_bar(0), r.bars);
+                assert_eq!(r.acts_bar(0), r.warp_bar(MMQ_RESIDENT_WARPS - 1) + 8);
+                assert_eq!(r.end, r.acts_bar(nk - 1) + MMQ_PIPE_BAR_BYTES);
                 assert!(
                     r.end <= narrow.tables && narrow.tables <= narrow.total,
                     "{w:?} {k}"

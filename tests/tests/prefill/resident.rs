@@ -14,8 +14,9 @@ use tests::*;
 
 /// Narrow tiles with SwiGLU in its own kernel (so that both products run the narrow kernel
 /// without the epilogue), resident where the layout fits and streamed throughout: the small
-/// layer (K = 256 and 128) and a wider one (hidden 768, FFN 256: several K steps and 256-value
-/// stages resident), separate and merged gate/up tensors, T = 1, 37, 512; the description of
+/// layer (K = 256 and 128) and wider ones (hidden 768 or 1,280, FFN 256: several K steps and
+/// 256-value stages resident, more K steps than warps), separate and merged gate/up tensors,
+/// T = 1, 37, 512; the description of
 /// each run names the resident products, which are those whose layout exists on a module with
 /// bulk copies.
 #[test]
@@ -37,6 +38,14 @@ fn narrow_resident_form() {
         (wide(WType::Iq4Nl, WType::Q2_0), false),
         (wide(WType::Q8_0, WType::Q8_0), false),
         (wide(WType::Iq3Xxs, WType::Iq4Nl), false),
+        // 10 K steps of gate/up: warps 0 and 1 copy two steps' activations each.
+        (
+            MoeShape {
+                hidden: 1280,
+                ..wide(WType::Iq2Xxs, WType::Q2_0)
+            },
+            true,
+        ),
     ];
     let mut seen = [false; 2];
     for (i, (s, merged)) in cases.into_iter().enumerate() {
@@ -91,4 +100,6 @@ fn narrow_resident_form() {
     }
     // Both products resident somewhere on a module with bulk copies.
     assert_eq!(seen, [bulk; 2]);
+    // The 10-step case is resident where it should be (its layout exists).
+    assert!(MmqResidentSmem::of(WType::Iq2Xxs, 1280).is_some());
 }

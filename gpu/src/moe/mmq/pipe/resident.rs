@@ -2,22 +2,24 @@
 //! `MmqParams::resident`; layout `layout::MmqResidentSmem`). Where the streamed form (regs.rs)
 //! copies each K step's weights in 16-byte `cp.async` pieces spread over the CTA's threads
 //! (about 30 instructions a piece, and a CTA barrier every K step), here the tile's whole K is
-//! copied in the prologue by 9 bulk copies from one thread:
+//! copied in the prologue by bulk copies, each on a transaction barrier of its own that the
+//! lane issuing it initializes and arms (so no copy waits for another warp):
 //! - warp `w`'s 16 weight rows (`16 row_bytes` consecutive bytes of the expert's tensor) to
-//!   `16 w row_bytes`, completing on the warp's barrier;
-//! - every K step's activation blocks of the tile's columns (consecutive blocks of `x`) to
-//!   `acts + j acts_bytes`, completing on the last barrier.
+//!   `16 w row_bytes`, by the warp's first lane;
+//! - K step `j`'s activation blocks of the tile's columns (consecutive blocks of `x`) to
+//!   `acts + j acts_bytes`, by the first lane of warp `j % 8`.
 //!
-//! Then each warp waits for its own rows and the activations, and runs the K loop of regs.rs's
-//! products with no CTA barrier: a warp reads only its own rows. The products and their order
-//! are regs.rs's, so the bytes are the streamed form's.
+//! After one CTA barrier (the barriers' initialization and the lookup tables visible), each
+//! warp waits for its own rows, then for each step's activations as it reaches the step, and
+//! runs regs.rs's products with no further CTA barrier: a warp reads only its own rows. The
+//! products and their order are regs.rs's, so the bytes are the streamed form's.
 
 use super::regs::{Resident, product};
 use super::{Cta, weight_row};
 use crate::formats::WeightBlock;
 use crate::layout::{
-    MMQ_KSTEP, MMQ_PIPE_BAR_BYTES, MMQ_RESIDENT_WARPS, MMQ_ROWS, MmqParams, MmqPipeShape,
-    MmqPipeSmem, MmqResidentSmem, MmqTile, Q8_1_MMQ_BYTES,
+    MMQ_KSTEP, MMQ_RESIDENT_WARPS, MMQ_ROWS, MmqParams, MmqPipeShape, MmqPipeSmem, MmqResidentSmem,
+    MmqTile, Q8_1_MMQ_BYTES,
 };
 use crate::ptx::{
     bulk_copy, ctaid_x, ctaid_y, fence_mbar_init, mbar_arrive_expect_tx, mbar_init, mbar_wait,
@@ -77,42 +79,47 @@ unsafe fn k_loop<B: WeightBlock>(
     acc: &mut [[[f32; 4]; 4]; 2],
 ) {
     let tid = tid_x();
-    let warp = tid / 32;
-    let row_bytes = sm.row_bytes as u32;
+    let (warp, lane) = (tid / 32, tid % 32);
     let warp_bytes = sm.warp_bytes() as u32;
-    let bar = |i: u32| c.base + sm.bars as u32 + MMQ_PIPE_BAR_BYTES as u32 * i;
-    let acts_bar = bar(MMQ_RESIDENT_WARPS as u32);
     let acts = c.base + sm.acts as u32;
     let acts_bytes = sm.acts_bytes as u32;
-    if tid == 0 {
-        let col_bytes = c.tile.n_cols * Q8_1_MMQ_BYTES as u32;
-        // SAFETY: the barriers lie in the layout's barrier array, 8-byte aligned, unused; each
-        // warp's rows (16-byte aligned, a multiple of 16 bytes: the contract and the layout)
-        // land in its part of the weight region; each step's blocks (at most 16 columns of 144
-        // bytes, consecutive in x) in its activation buffer.
+    let wbar = c.base + sm.warp_bar(warp as usize) as u32;
+    let abar = |j: u32| c.base + sm.acts_bar(j as usize) as u32;
+    // Every copy's barrier is initialized, armed and handed to its copy by the lane that issues
+    // it, so the copies start at once, spread over the warps: each warp's first lane its own
+    // rows, and step j's activations (consecutive blocks of x, 144 bytes a column).
+    if lane == 0 {
+        let cols = c.tile.n_cols * Q8_1_MMQ_BYTES as u32;
+        // SAFETY: the barriers lie in the layout's barrier array, 8-byte aligned, each
+        // initialized by this lane only; the warp's rows (16-byte aligned, a multiple of 16
+        // bytes: the contract and the layout) land in its part of the weight region, step j's
+        // blocks (at most 16 columns) in its activation buffer.
         unsafe {
-            for i in 0..=MMQ_RESIDENT_WARPS as u32 {
-                mbar_init(bar(i), 1);
+            mbar_init(wbar, 1);
+            let mut j = warp;
+            while j < nk {
+                mbar_init(abar(j), 1);
+                j += MMQ_RESIDENT_WARPS as u32;
             }
             fence_mbar_init();
-            for w in 0..MMQ_RESIDENT_WARPS as u32 {
-                mbar_arrive_expect_tx(bar(w), warp_bytes);
-                bulk_copy(
-                    c.base + w * warp_bytes,
-                    c.wbase + (w * warp_bytes) as u64,
-                    warp_bytes,
-                    bar(w),
-                );
-            }
-            mbar_arrive_expect_tx(acts_bar, nk * col_bytes);
-            for j in 0..nk {
+            mbar_arrive_expect_tx(wbar, warp_bytes);
+            bulk_copy(
+                c.base + warp * warp_bytes,
+                c.wbase + (warp * warp_bytes) as u64,
+                warp_bytes,
+                wbar,
+            );
+            let mut j = warp;
+            while j < nk {
                 let first = j as u64 * p.n_cols_x as u64 + c.tile.col_start as u64;
+                mbar_arrive_expect_tx(abar(j), cols);
                 bulk_copy(
                     acts + j * acts_bytes,
                     p.x + first * Q8_1_MMQ_BYTES as u64,
-                    col_bytes,
-                    acts_bar,
+                    cols,
+                    abar(j),
                 );
+                j += MMQ_RESIDENT_WARPS as u32;
             }
         }
     }
@@ -120,19 +127,20 @@ unsafe fn k_loop<B: WeightBlock>(
     unsafe { c.copy_tables(B::WTYPE) };
     // The barriers' initialization and the tables visible to every thread.
     sync_threads();
-    // SAFETY: initialized above; thread 0 arrived on both with their bytes.
-    unsafe {
-        mbar_wait(bar(warp), 0);
-        mbar_wait(acts_bar, 0);
-    }
+    // SAFETY: initialized above; the warp's first lane arrived with its bytes.
+    unsafe { mbar_wait(wbar, 0) };
     let res = Resident {
         rows: c.base,
-        row_bytes,
+        row_bytes: sm.row_bytes as u32,
         acts,
         acts_bytes,
     };
     for j in 0..nk {
-        // SAFETY: the warp's rows and every step's activations landed (waited for above).
-        unsafe { product::<B, true>(c, j, res, acc) };
+        // SAFETY: initialized above, the issuing lane arrived with the step's bytes; then the
+        // warp's rows and the step's activations have landed.
+        unsafe {
+            mbar_wait(abar(j), 0);
+            product::<B, true>(c, j, res, acc);
+        }
     }
 }
