@@ -1,0 +1,179 @@
+//! The MMQ kernel choice's tests (expert/mmq.rs): which kernel each product takes per device,
+//! choice and row count, and where the narrow kernel runs in its resident form.
+
+use super::*;
+
+fn dev(max_smem_optin: u32) -> DeviceLimits {
+    DeviceLimits {
+        max_smem_optin,
+        ..DeviceLimits::default()
+    }
+}
+
+#[test]
+fn pipelined_where_it_fits_unless_classic_is_forced() {
+    let d = dev(227 * 1024);
+    for w in WType::ALL {
+        let smem = MmqPipeSmem::new(w).total;
+        for c in [MmqChoice::Auto, MmqChoice::Pipelined] {
+            assert_eq!(
+                MmqKernel::choose(w, &d, c),
+                MmqKernel::Pipe { smem },
+                "{w:?}"
+            );
+        }
+        assert_eq!(
+            MmqKernel::choose(w, &d, MmqChoice::Classic),
+            MmqKernel::Classic
+        );
+        // Too little shared memory for the pipelined layout: classic, whatever was asked.
+        let small = dev(smem as u32 - 1);
+        for c in MmqChoice::ALL {
+            assert_eq!(MmqKernel::choose(w, &small, c), MmqKernel::Classic, "{w:?}");
+        }
+    }
+    assert_eq!(MmqKernel::Classic.smem(), MMQ_SMEM_BYTES);
+}
+
+#[test]
+fn narrow_tiles_at_few_rows_per_expert_unless_forced() {
+    let d = dev(227 * 1024);
+    let q2 = [WType::Q2_0, WType::Q2_0];
+    let n = MmqKernel::narrow(WType::Q2_0, &d).unwrap();
+    assert_eq!(n.cols(), MMQ_NARROW_COLS);
+    let w = MmqKernel::choose(WType::Q2_0, &d, MmqChoice::Auto);
+    // Every type takes the narrow kernel at few rows per expert, whatever its K.
+    let auto = MmqKernels::new(q2, &d, MmqChoice::Auto);
+    let e = 512;
+    let at = NARROW_MAX_ROWS_PER_EXPERT * e;
+    assert_eq!(auto.for_run(at, e), [n, n]);
+    assert_eq!(auto.for_run(at + 1, e), [w, w]);
+    assert_eq!(auto.all().count(), 2);
+    for w in WType::ALL {
+        let k = MmqKernels::new([w, w], &d, MmqChoice::Auto);
+        assert_eq!(k.all().count(), 2, "{w:?}");
+    }
+    // IQ3_S's gate/up and IQ4_NL's down.
+    let iq3 = [WType::Iq3S, WType::Iq4Nl];
+    let (n3, w3) = (
+        MmqKernel::narrow(WType::Iq3S, &d).unwrap(),
+        MmqKernel::choose(WType::Iq3S, &d, MmqChoice::Auto),
+    );
+    let n4 = MmqKernel::narrow(WType::Iq4Nl, &d).unwrap();
+    let w4 = MmqKernel::choose(WType::Iq4Nl, &d, MmqChoice::Auto);
+    let mixed = MmqKernels::new(iq3, &d, MmqChoice::Auto);
+    assert_eq!(mixed.for_run(at, e), [n3, n4]);
+    assert_eq!(mixed.for_run(at + 1, e), [w3, w4]);
+    let forced = MmqKernels::new(q2, &d, MmqChoice::Narrow);
+    assert_eq!(forced.for_run(100 * e, e), [n, n]);
+    for c in [MmqChoice::Pipelined, MmqChoice::Classic] {
+        let k = MmqKernels::new(q2, &d, c);
+        assert!(
+            k.for_run(1, e).iter().all(|k| k.cols() == MMQ_COLS),
+            "{c:?}"
+        );
+        assert_eq!(k.all().count(), 1, "{c:?}");
+    }
+    // A device whose shared memory holds no narrow layout: the classic kernel throughout.
+    let small = dev(MMQ_SMEM_BYTES as u32);
+    let k = MmqKernels::new(q2, &small, MmqChoice::Narrow);
+    assert_eq!(k.for_run(1, e), [MmqKernel::Classic; 2]);
+}
+
+#[test]
+fn resident_form_where_its_layout_and_the_rows_allow() {
+    let d = DeviceLimits {
+        ptx_arch: 90,
+        ..dev(227 * 1024)
+    };
+    // The reference shape's down product: IQ4_NL rows of 360 bytes, K = 640.
+    let down = MmqParams {
+        w0: 1 << 20,
+        w1: 0,
+        w_expert_bytes: 2560 * 360,
+        x: 0,
+        tiles: 0,
+        out: 0,
+        out_rows: 0,
+        row_bytes: 360,
+        n_split: 2560,
+        n: 2560,
+        k: 640,
+        n_cols_x: 5120,
+        out_stride: 2560,
+        resident: 0,
+        _pad: 0,
+    };
+    let w = WType::Iq4Nl;
+    let ks = |c| MmqKernels::new([WType::Q2_0, w], &d, c);
+    let n = MmqKernel::narrow(w, &d).unwrap();
+    let auto = ks(MmqChoice::Auto);
+    assert!(auto.resident(n, false, w, &down));
+    assert!(ks(MmqChoice::Narrow).resident(n, false, w, &down));
+    // Not with the SwiGLU epilogue, on another kernel, streamed by choice, below sm_90.
+    assert!(!auto.resident(n, true, w, &down));
+    let wide = MmqKernel::choose(w, &d, MmqChoice::Auto);
+    assert!(!auto.resident(wide, false, w, &down));
+    assert!(!auto.resident(MmqKernel::Classic, false, w, &down));
+    assert!(!ks(MmqChoice::NarrowStreamed).resident(n, false, w, &down));
+    let sm80 = DeviceLimits { ptx_arch: 80, ..d };
+    assert!(
+        !MmqKernels::new([WType::Q2_0, w], &sm80, MmqChoice::Auto).resident(n, false, w, &down)
+    );
+    // No layout: a K whose 128 rows and activations do not fit (the gate/up product's).
+    let long = MmqParams {
+        k: 2560,
+        row_bytes: 1440,
+        ..down
+    };
+    assert!(!auto.resident(n, false, w, &long));
+    // Rows not 16-byte aligned, in the tensor or from expert to expert.
+    assert!(!auto.resident(
+        n,
+        false,
+        w,
+        &MmqParams {
+            w0: down.w0 + 8,
+            ..down
+        }
+    ));
+    let odd = MmqParams {
+        w_expert_bytes: down.w_expert_bytes + 8,
+        ..down
+    };
+    assert!(!auto.resident(n, false, w, &odd));
+    // Separate gate and up tensors: tiles within one tensor, both aligned.
+    let split = MmqParams {
+        n_split: 1280,
+        w1: 1 << 24,
+        ..down
+    };
+    assert!(auto.resident(n, false, w, &split));
+    assert!(!auto.resident(
+        n,
+        false,
+        w,
+        &MmqParams {
+            n_split: 1216,
+            ..split
+        }
+    ));
+    assert!(!auto.resident(
+        n,
+        false,
+        w,
+        &MmqParams {
+            w1: split.w1 + 2,
+            ..split
+        }
+    ));
+}
+
+#[test]
+fn choices_parse_by_name_and_refuse_others() {
+    for c in MmqChoice::ALL {
+        assert_eq!(MmqChoice::parse(c.name()).unwrap(), c);
+    }
+    let e = MmqChoice::parse("fast").unwrap_err().to_string();
+    assert!(e.contains("unknown MMQ kernel `fast`"), "{e}");
+}
