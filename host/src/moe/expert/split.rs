@@ -146,15 +146,9 @@ impl SplitPlan {
         self.mmq_kernels
     }
 
-    /// Whether each product (gate/up, down) of the last launch ran the narrow MMQ kernel's
-    /// resident form.
-    pub fn resident(&self) -> [bool; 2] {
-        self.resident
-    }
-
     /// `p` with `resident` set where product `which` (type `w`; `swiglu`: its kernel has the
     /// SwiGLU epilogue) runs the narrow kernel's resident form (`MmqKernels::resident`),
-    /// recorded for [`Self::resident`].
+    /// recorded for the plan's description.
     fn with_resident(
         &mut self,
         which: usize,

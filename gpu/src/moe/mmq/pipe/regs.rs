@@ -57,7 +57,10 @@ pub(super) unsafe fn k_loop<B: WeightBlock>(
 
 /// Where the resident form (resident.rs) keeps a tile's weights and activations: row `r` at
 /// `rows + r * row_bytes`, K step `j`'s activation blocks at `acts + j * acts_bytes`.
-/// `Resident::STREAMED` for the streamed form (regs.rs's ring), which ignores it.
+/// `Resident::STREAMED` for the streamed form (regs.rs's ring), which ignores it. (A const
+/// flag and a plain value rather than a row-address closure: a closure built in `k_loop`
+/// changed LLVM's unrolling of the wide kernels, which then spilled; this form leaves every
+/// other kernel's SASS as it was.)
 #[derive(Clone, Copy)]
 pub(super) struct Resident {
     pub(super) rows: u32,
