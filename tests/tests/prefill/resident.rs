@@ -103,3 +103,65 @@ fn narrow_resident_form() {
     // The 10-step case is resident where it should be (its layout exists).
     assert!(MmqResidentSmem::of(WType::Iq2Xxs, 1280).is_some());
 }
+
+/// Under `auto` each product takes narrow tiles up to its own bound of rows per expert: a
+/// product the resident form can run up to `NARROW_RESIDENT_MAX_ROWS_PER_EXPERT`, the others up
+/// to `NARROW_MAX_ROWS_PER_EXPERT`. With hidden 2,560 the gate/up product has no resident
+/// layout and the down product (K = 128) has one, so between the two bounds the products run
+/// on tile lists of different widths in one layer. 16 experts, top-4, at 9, 25, 40 and 41 rows
+/// per expert, every byte against the reference.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn auto_tile_widths_per_product() {
+    use host::moe::expert::mmq::{NARROW_MAX_ROWS_PER_EXPERT, NARROW_RESIDENT_MAX_ROWS_PER_EXPERT};
+    let gpu = gpu();
+    let sd = seed("auto_tile_widths_per_product");
+    let bulk = host::ptx::has_bulk(gpu.info.ptx_arch);
+    let s = MoeShape {
+        hidden: 2560,
+        ..small(WType::Q2_0, WType::Iq4Nl, 4)
+    };
+    assert!(MmqResidentSmem::of(s.gate_up_type, s.hidden).is_none());
+    assert!(MmqResidentSmem::of(s.down_type, s.ffn).is_some());
+    let layer = SyntheticLayer::new(s, false, sd).expect("layer");
+    let dev = DeviceLayer::upload(&gpu, &layer.weights(), &s).expect("upload");
+    let o = SplitOptions {
+        ws: WsOptions::default(),
+        mmq: MmqChoice::Auto,
+        swiglu: SwigluAt::Kernel,
+    };
+    let mut pf = split_pipeline(&gpu, &s, 164, [Product::Mmq; 2], o);
+    for t in [37, 100, 160, 164] {
+        let per_expert = t * s.top_k / s.n_experts;
+        let r = synth::routing(t, s.n_experts, s.top_k, Popularity::Uniform, sd ^ t as u64);
+        let label = format!("q2_0/iq4_nl auto T={t} ({per_expert} rows per expert)");
+        check(
+            &gpu,
+            &label,
+            &layer,
+            &dev,
+            std::slice::from_mut(&mut pf),
+            &r,
+            sd ^ 5,
+        );
+        let desc = pf.describe();
+        let (gate_up, down) = desc.split_once(", down ").unwrap_or((&desc, &desc));
+        let narrow = |p: &str| p.contains("narrow kernel");
+        assert_eq!(
+            narrow(gate_up),
+            per_expert <= NARROW_MAX_ROWS_PER_EXPERT,
+            "{label}: {desc}"
+        );
+        let down_bound = if bulk {
+            NARROW_RESIDENT_MAX_ROWS_PER_EXPERT
+        } else {
+            NARROW_MAX_ROWS_PER_EXPERT
+        };
+        assert_eq!(narrow(down), per_expert <= down_bound, "{label}: {desc}");
+        assert_eq!(
+            down.contains("resident"),
+            bulk && per_expert <= down_bound,
+            "{label}: {desc}"
+        );
+    }
+}

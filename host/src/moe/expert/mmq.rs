@@ -42,6 +42,14 @@ pub fn eligible(s: &MoeShape) -> Result<()> {
 /// rows span several narrow tiles, and each decodes the expert's weights again.
 pub const NARROW_MAX_ROWS_PER_EXPERT: usize = 12;
 
+/// The same bound for a product whose narrow kernel runs in its resident form
+/// ([`MmqKernels::resident`]: the tile's whole K copied once, no CTA barrier in its K loop).
+/// Measured on the H200 (BENCHMARKS.md), the Q2_0 down product at the reference shape on
+/// narrow resident tiles against the wide kernel: 0.290 / 0.408 ms at 20 rows per expert
+/// (T = 1,024), 0.509 / 0.535 at 40 (T = 2,048); the gate/up product, streamed, stays at
+/// [`NARROW_MAX_ROWS_PER_EXPERT`] (0.637 / 0.599 ms at 20).
+pub const NARROW_RESIDENT_MAX_ROWS_PER_EXPERT: usize = 40;
+
 /// Which MMQ kernel a plan runs: its choice (`Auto`: the narrow one at few rows per expert, else
 /// the pipelined one where it fits), or
 /// a forced one (tests reach the classic kernel this way on GPUs where the pipelined one fits).
@@ -215,11 +223,19 @@ pub struct MmqKernels {
     choice: MmqChoice,
     /// The loaded module has the bulk copies (`ptx::has_bulk`) for the resident narrow form.
     bulk: bool,
+    /// Under `MmqChoice::Auto`, the most rows per expert at which each product takes narrow
+    /// tiles.
+    narrow_max: [usize; 2],
 }
 
 impl MmqKernels {
-    /// `types`: the weight type of each product.
-    pub fn new(types: [WType; 2], dev: &DeviceLimits, choice: MmqChoice) -> MmqKernels {
+    /// `types`: the weight type of each product; `ks`: its K (values per weight row).
+    pub fn new(
+        types: [WType; 2],
+        ks: [usize; 2],
+        dev: &DeviceLimits,
+        choice: MmqChoice,
+    ) -> MmqKernels {
         let wide = types.map(|w| MmqKernel::choose(w, dev, choice));
         let takes = match choice {
             MmqChoice::Auto | MmqChoice::Narrow | MmqChoice::NarrowStreamed => true,
@@ -231,11 +247,24 @@ impl MmqKernels {
                 .unwrap_or(wide[i])
         });
         let narrow = (n != wide).then_some(n);
+        let bulk = ptx::has_bulk(dev.ptx_arch);
+        // Products the resident form can run (given aligned rows, as device buffers are).
+        let narrow_max = [0, 1].map(|i| {
+            if bulk
+                && choice != MmqChoice::NarrowStreamed
+                && MmqResidentSmem::of(types[i], ks[i]).is_some()
+            {
+                NARROW_RESIDENT_MAX_ROWS_PER_EXPERT
+            } else {
+                NARROW_MAX_ROWS_PER_EXPERT
+            }
+        });
         MmqKernels {
             wide,
             narrow,
             choice,
-            bulk: ptx::has_bulk(dev.ptx_arch),
+            bulk,
+            narrow_max,
         }
     }
 
@@ -263,17 +292,22 @@ impl MmqKernels {
         std::iter::once(self.wide).chain(self.narrow)
     }
 
-    /// The kernels of a run of `n_rows` rows over `n_experts` experts.
+    /// The kernels of a run of `n_rows` rows over `n_experts` experts: each product's narrow
+    /// kernel up to its bound of rows per expert (`NARROW_MAX_ROWS_PER_EXPERT`, or
+    /// `NARROW_RESIDENT_MAX_ROWS_PER_EXPERT` where it runs resident), or at every row count
+    /// when narrow tiles are forced; else the wide one.
     pub fn for_run(&self, n_rows: usize, n_experts: usize) -> [MmqKernel; 2] {
-        match self.narrow {
-            Some(n)
-                if matches!(self.choice, MmqChoice::Narrow | MmqChoice::NarrowStreamed)
-                    || n_rows <= NARROW_MAX_ROWS_PER_EXPERT * n_experts =>
-            {
-                n
+        let Some(n) = self.narrow else {
+            return self.wide;
+        };
+        let forced = matches!(self.choice, MmqChoice::Narrow | MmqChoice::NarrowStreamed);
+        [0, 1].map(|i| {
+            if forced || n_rows <= self.narrow_max[i] * n_experts {
+                n[i]
+            } else {
+                self.wide[i]
             }
-            _ => self.wide,
-        }
+        })
     }
 }
 

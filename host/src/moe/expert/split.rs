@@ -75,7 +75,12 @@ impl SplitPlan {
     ) -> Result<Self> {
         let rows = cap_rows.max(1);
         let dev = gpu.limits();
-        let mmq = MmqKernels::new([s.gate_up_type, s.down_type], &dev, opts.mmq);
+        let mmq = MmqKernels::new(
+            [s.gate_up_type, s.down_type],
+            [s.hidden, s.ffn],
+            &dev,
+            opts.mmq,
+        );
         let lists = if choice.may_use(Product::Mmq) {
             eligible(Product::Mmq, s)?;
             for ks in mmq.all() {

@@ -10,6 +10,44 @@ fn dev(max_smem_optin: u32) -> DeviceLimits {
     }
 }
 
+/// K of both products where neither has a resident layout (the streamed bound applies).
+const LONG: [usize; 2] = [2560, 2560];
+/// The reference shape's K (gate/up, down).
+const REF: [usize; 2] = [2560, 640];
+
+#[test]
+fn resident_products_take_narrow_tiles_up_to_their_bound() {
+    let d = dev(227 * 1024);
+    let q2 = [WType::Q2_0, WType::Q2_0];
+    let (n, w) = (
+        MmqKernel::narrow(WType::Q2_0, &d).unwrap(),
+        MmqKernel::choose(WType::Q2_0, &d, MmqChoice::Auto),
+    );
+    let e = 512;
+    let auto = MmqKernels::new(q2, REF, &d, MmqChoice::Auto);
+    let at = |r: usize| r * e;
+    assert_eq!(auto.for_run(at(NARROW_MAX_ROWS_PER_EXPERT), e), [n, n]);
+    // The down product (resident at K = 640) keeps narrow tiles up to its own bound.
+    assert_eq!(auto.for_run(at(NARROW_MAX_ROWS_PER_EXPERT) + 1, e), [w, n]);
+    assert_eq!(
+        auto.for_run(at(NARROW_RESIDENT_MAX_ROWS_PER_EXPERT), e),
+        [w, n]
+    );
+    assert_eq!(
+        auto.for_run(at(NARROW_RESIDENT_MAX_ROWS_PER_EXPERT) + 1, e),
+        [w, w]
+    );
+    // Not where the form cannot run: streamed by choice, no bulk copies, no layout.
+    let streamed = MmqKernels::new(q2, REF, &d, MmqChoice::NarrowStreamed);
+    assert_eq!(streamed.for_run(at(100), e), [n, n]);
+    let sm80 = DeviceLimits { ptx_arch: 80, ..d };
+    let old = MmqKernels::new(q2, REF, &sm80, MmqChoice::Auto);
+    assert_eq!(old.for_run(at(NARROW_MAX_ROWS_PER_EXPERT) + 1, e), [w, w]);
+    let q8 = MmqKernels::new([WType::Q8_0; 2], REF, &d, MmqChoice::Auto);
+    let w8 = MmqKernel::choose(WType::Q8_0, &d, MmqChoice::Auto);
+    assert_eq!(q8.for_run(at(NARROW_MAX_ROWS_PER_EXPERT) + 1, e), [w8, w8]);
+}
+
 #[test]
 fn pipelined_where_it_fits_unless_classic_is_forced() {
     let d = dev(227 * 1024);
@@ -43,14 +81,14 @@ fn narrow_tiles_at_few_rows_per_expert_unless_forced() {
     assert_eq!(n.cols(), MMQ_NARROW_COLS);
     let w = MmqKernel::choose(WType::Q2_0, &d, MmqChoice::Auto);
     // Every type takes the narrow kernel at few rows per expert, whatever its K.
-    let auto = MmqKernels::new(q2, &d, MmqChoice::Auto);
+    let auto = MmqKernels::new(q2, LONG, &d, MmqChoice::Auto);
     let e = 512;
     let at = NARROW_MAX_ROWS_PER_EXPERT * e;
     assert_eq!(auto.for_run(at, e), [n, n]);
     assert_eq!(auto.for_run(at + 1, e), [w, w]);
     assert_eq!(auto.all().count(), 2);
     for w in WType::ALL {
-        let k = MmqKernels::new([w, w], &d, MmqChoice::Auto);
+        let k = MmqKernels::new([w, w], LONG, &d, MmqChoice::Auto);
         assert_eq!(k.all().count(), 2, "{w:?}");
     }
     // IQ3_S's gate/up and IQ4_NL's down.
@@ -61,13 +99,13 @@ fn narrow_tiles_at_few_rows_per_expert_unless_forced() {
     );
     let n4 = MmqKernel::narrow(WType::Iq4Nl, &d).unwrap();
     let w4 = MmqKernel::choose(WType::Iq4Nl, &d, MmqChoice::Auto);
-    let mixed = MmqKernels::new(iq3, &d, MmqChoice::Auto);
+    let mixed = MmqKernels::new(iq3, LONG, &d, MmqChoice::Auto);
     assert_eq!(mixed.for_run(at, e), [n3, n4]);
     assert_eq!(mixed.for_run(at + 1, e), [w3, w4]);
-    let forced = MmqKernels::new(q2, &d, MmqChoice::Narrow);
+    let forced = MmqKernels::new(q2, LONG, &d, MmqChoice::Narrow);
     assert_eq!(forced.for_run(100 * e, e), [n, n]);
     for c in [MmqChoice::Pipelined, MmqChoice::Classic] {
-        let k = MmqKernels::new(q2, &d, c);
+        let k = MmqKernels::new(q2, LONG, &d, c);
         assert!(
             k.for_run(1, e).iter().all(|k| k.cols() == MMQ_COLS),
             "{c:?}"
@@ -76,7 +114,7 @@ fn narrow_tiles_at_few_rows_per_expert_unless_forced() {
     }
     // A device whose shared memory holds no narrow layout: the classic kernel throughout.
     let small = dev(MMQ_SMEM_BYTES as u32);
-    let k = MmqKernels::new(q2, &small, MmqChoice::Narrow);
+    let k = MmqKernels::new(q2, LONG, &small, MmqChoice::Narrow);
     assert_eq!(k.for_run(1, e), [MmqKernel::Classic; 2]);
 }
 
@@ -105,7 +143,7 @@ fn resident_form_where_its_layout_and_the_rows_allow() {
         _pad: 0,
     };
     let w = WType::Iq4Nl;
-    let ks = |c| MmqKernels::new([WType::Q2_0, w], &d, c);
+    let ks = |c| MmqKernels::new([WType::Q2_0, w], REF, &d, c);
     let n = MmqKernel::narrow(w, &d).unwrap();
     let auto = ks(MmqChoice::Auto);
     assert!(auto.resident(n, false, w, &down));
@@ -118,7 +156,8 @@ fn resident_form_where_its_layout_and_the_rows_allow() {
     assert!(!ks(MmqChoice::NarrowStreamed).resident(n, false, w, &down));
     let sm80 = DeviceLimits { ptx_arch: 80, ..d };
     assert!(
-        !MmqKernels::new([WType::Q2_0, w], &sm80, MmqChoice::Auto).resident(n, false, w, &down)
+        !MmqKernels::new([WType::Q2_0, w], REF, &sm80, MmqChoice::Auto)
+            .resident(n, false, w, &down)
     );
     // No layout: a K whose 128 rows and activations do not fit (the gate/up product's).
     let long = MmqParams {
