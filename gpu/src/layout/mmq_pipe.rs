@@ -74,6 +74,14 @@ impl MmqPipeShape {
         matches!(self, MmqPipeShape::Narrow)
     }
 
+    /// `mbarrier`s per activation buffer: its transaction barrier (the step's bulk copy on
+    /// sm_90), and for a shape that decodes into registers also an empty barrier, on which
+    /// every thread arrives once past the step's product (the narrow kernel's K loop on sm_90
+    /// has no CTA barrier: gpu/src/moe/mmq/pipe/regs.rs).
+    pub const fn bars_per_buffer(self) -> usize {
+        if self.in_registers() { 2 } else { 1 }
+    }
+
     /// Shared-memory budget of one CTA.
     pub const fn budget(self) -> usize {
         match self {
@@ -127,7 +135,8 @@ impl MmqPipeShape {
 ///   at `xscales`;
 /// - `na` transaction barriers (8 bytes each) at `bars`, one per activation buffer: on sm_90
 ///   a K step's activation blocks are one bulk copy that completes on its buffer's barrier
-///   (gpu/src/moe/mmq/pipe/copy.rs).
+///   (gpu/src/moe/mmq/pipe/copy.rs); a shape that decodes into registers has `na` empty
+///   barriers after them ([`MmqPipeSmem::empty_bar`], [`MmqPipeShape::bars_per_buffer`]).
 ///
 /// A shape that decodes into registers ([`MmqPipeShape::in_registers`]) has no decoded tiles
 /// (`tile_bytes` 0): its warps read the raw stage in the product of each K step, one iteration
@@ -202,7 +211,8 @@ impl MmqPipeSmem {
         let acts = nw * MMQ_ROWS * slot;
         let tiles = acts + na * acts_bytes;
         let bars = tiles + 2 * tile_bytes;
-        let tables = (bars + na * MMQ_PIPE_BAR_BYTES).next_multiple_of(16);
+        let tables =
+            (bars + na * shape.bars_per_buffer() * MMQ_PIPE_BAR_BYTES).next_multiple_of(16);
         MmqPipeSmem {
             slot,
             lead,
@@ -227,6 +237,11 @@ impl MmqPipeSmem {
         if self.tile_bytes == 0 { 0 } else { self.tiles }
     }
 
+    /// Offset of activation buffer `i`'s empty barrier (a shape that decodes into registers).
+    pub const fn empty_bar(&self, i: usize) -> usize {
+        self.bars + (self.na + i) * MMQ_PIPE_BAR_BYTES
+    }
+
     /// Weight and activation buffers for a lead of `lead` K steps (see the type's doc).
     pub const fn buffers(w: WType, shape: MmqPipeShape, lead: usize) -> (usize, usize) {
         let held = if shape.in_registers() { lead + 1 } else { lead };
@@ -244,7 +259,7 @@ impl MmqPipeSmem {
         let mut lead = MMQ_PIPE_MAX_LEAD;
         while lead > 0 {
             let (nw, na) = Self::buffers(w, shape, lead);
-            let bars = na * MMQ_PIPE_BAR_BYTES;
+            let bars = na * shape.bars_per_buffer() * MMQ_PIPE_BAR_BYTES;
             let end = nw * MMQ_ROWS * slot + na * acts_bytes + 2 * tile_bytes + bars;
             // The tables 16-byte aligned after the barriers, as `in_budget` lays them.
             if end.next_multiple_of(16) + w.lookup_table_bytes() <= budget {
@@ -316,8 +331,12 @@ mod tests {
                 assert_eq!(sm.tiles, sm.acts + sm.na * sm.acts_bytes);
                 assert_eq!(sm.bars, sm.tiles + 2 * sm.tile_bytes);
                 assert!(sm.bars.is_multiple_of(MMQ_PIPE_BAR_BYTES));
-                assert!(sm.tables >= sm.bars + sm.na * MMQ_PIPE_BAR_BYTES);
-                let bars_end = sm.bars + sm.na * MMQ_PIPE_BAR_BYTES;
+                let bars_end = sm.bars + sm.na * shape.bars_per_buffer() * MMQ_PIPE_BAR_BYTES;
+                assert!(sm.tables >= bars_end);
+                if shape.in_registers() {
+                    assert_eq!(sm.empty_bar(0), sm.bars + sm.na * MMQ_PIPE_BAR_BYTES);
+                    assert_eq!(sm.empty_bar(sm.na - 1) + MMQ_PIPE_BAR_BYTES, bars_end);
+                }
                 assert!(sm.tables.is_multiple_of(16) && sm.tables < bars_end + 16);
                 assert_eq!(sm.total, sm.tables + w.lookup_table_bytes());
                 assert!(sm.tiles.is_multiple_of(16) && sm.tile_bytes.is_multiple_of(16));

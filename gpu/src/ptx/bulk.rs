@@ -41,6 +41,21 @@ pub unsafe fn mbar_arrive_expect_tx(bar: u32, bytes: u32) {
     };
 }
 
+/// `mbarrier.arrive.shared::cta.b64 _, [bar]` [9.7.13.15.13]: this thread's arrival on the
+/// current phase; its earlier memory accesses are ordered before the phase's completion
+/// (release semantics), so a thread that waits for the phase may overwrite what they read.
+///
+/// # Safety
+/// `bar` must be an initialized barrier in shared memory whose current phase expects this
+/// arrival.
+#[inline(always)]
+pub unsafe fn mbar_arrive(bar: u32) {
+    // SAFETY: the caller guarantees the barrier.
+    unsafe {
+        asm!("mbarrier.arrive.shared::cta.b64 _, [{b}];", b = in(reg32) bar, options(nostack))
+    };
+}
+
 /// `cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [dst], [src], bytes,
 /// [bar]` [9.7.9.25.4.1]: copies `bytes` from global `src` to shared `dst` in the background and
 /// counts them down on `bar`.

@@ -25,7 +25,9 @@ use crate::layout::{
 #[cfg(not(gpu_sm90))]
 use crate::layout::{MMQ_SMEM_ROW, Q8_1_MMQ_PIECES};
 #[cfg(gpu_sm90)]
-use crate::ptx::{bulk_copy, fence_mbar_init, mbar_arrive_expect_tx, mbar_init, mbar_wait};
+use crate::ptx::{
+    bulk_copy, fence_mbar_init, mbar_arrive, mbar_arrive_expect_tx, mbar_init, mbar_wait,
+};
 use crate::ptx::{cp_async_16, cp_async_commit, cp_async_wait, sync_threads, tid_x};
 
 /// The thread that issues the activations' bulk copy (sm_90): the first of the second half.
@@ -43,6 +45,10 @@ pub(super) unsafe fn setup(c: &Cta) {
         for i in 0..c.sm.na as u32 {
             // SAFETY: the barrier array of the layout, 8-byte aligned, not in use yet.
             unsafe { mbar_init(bar(c, i), MMQ_PIPE_BAR_ARRIVALS as u32) };
+            if c.shape.in_registers() {
+                // SAFETY: as above (the layout's empty barriers: `MmqPipeSmem::empty_bar`).
+                unsafe { mbar_init(empty(c, i), MMQ_THREADS as u32) };
+            }
         }
         fence_mbar_init();
     }
@@ -56,6 +62,87 @@ pub(super) unsafe fn setup(c: &Cta) {
 #[inline(always)]
 fn bar(c: &Cta, i: u32) -> u32 {
     c.base + (c.sm.bars + MMQ_PIPE_BAR_BYTES * i as usize) as u32
+}
+
+/// The empty barrier of activation buffer `i` (sm_90, a shape that decodes into registers).
+#[cfg(gpu_sm90)]
+#[inline(always)]
+fn empty(c: &Cta, i: u32) -> u32 {
+    c.base + c.sm.empty_bar(i as usize) as u32
+}
+
+/// Issues this thread's share of K step `j`'s copies in the narrow kernel's warp-private form
+/// (sm_90; regs.rs's K loop): the warp's lanes copy the pieces of its own 16 weight rows
+/// (when `j` starts a stage; a lane's row is the same one every stage), and the first lane
+/// of warp `j % 8` copies the step's activation blocks in one bulk copy, once every thread has
+/// arrived on the buffer's empty barrier past the product of the step it last held.
+///
+/// # Safety
+/// `j < k / 128`, steps issued in order by every thread; the warp's part of the step's weight
+/// buffer is free (no lane of the warp still reads it); the weight buffer is readable 16 bytes
+/// past its end; `x` holds the tile's columns.
+#[cfg(gpu_sm90)]
+#[inline(always)]
+pub(super) unsafe fn issue_warp<B: WeightBlock>(p: &MmqParams, c: &Cta, j: u32) {
+    const WARP_ROWS: u32 = 16;
+    let tid = tid_x();
+    let (warp, lane) = (tid / 32, tid % 32);
+    let sub = fused_sub_steps(B::WTYPE) as u32;
+    if j % sub == 0 {
+        // Two lanes a row: lane `2 r + h` copies pieces h, h + 2, ... of the warp's row r, so a
+        // lane keeps one row address.
+        let t = WARP_ROWS * warp + lane / 2;
+        let srb = fused_stage_row_bytes(B::WTYPE) as u32;
+        let chunks = (fused_slot_bytes(B::WTYPE) / 16) as u32;
+        let src = c.stage_src(t, j, sub, srb as u64);
+        let (a0, start) = (src & !15, src as u32 & 15);
+        let dst = c.raw(j, sub) + t * c.sm.slot as u32;
+        for i in 0..chunks.div_ceil(2) {
+            let k = lane % 2 + 2 * i;
+            // The piece lies in the row's 16-byte window (its bytes start at `start`); then
+            // also k < chunks.
+            if 16 * k < start + srb {
+                // SAFETY: the piece lies in the row's window, inside the weight buffer or its
+                // readable 16 bytes past the end; the slot holds `chunks` pieces.
+                unsafe { cp_async_16(dst + 16 * k, a0 + 16 * k as u64) };
+            }
+        }
+    }
+    if lane == 0 && warp == j % (MMQ_THREADS / 32) as u32 {
+        let na = c.sm.na as u32;
+        let i = j % na;
+        let first = j as u64 * p.n_cols_x as u64 + c.tile.col_start as u64;
+        let bytes = c.tile.n_cols * Q8_1_MMQ_BYTES as u32;
+        // SAFETY: the buffer's previous step (j - na) is past every thread's product once its
+        // empty phase completes (every thread arrives after its product: `release`); the tile's
+        // columns are consecutive blocks of x (144 bytes each, 16-byte aligned) and fit the
+        // buffer (at most 16); the full barrier's phase expects this thread's arrival.
+        unsafe {
+            if j >= na {
+                mbar_wait(empty(c, i), (j / na - 1) % 2);
+            }
+            mbar_arrive_expect_tx(bar(c, i), bytes);
+            bulk_copy(
+                c.acts(j),
+                p.x + first * Q8_1_MMQ_BYTES as u64,
+                bytes,
+                bar(c, i),
+            );
+        }
+    }
+}
+
+/// Every thread's arrival on K step `j`'s activation buffer's empty barrier, past its product
+/// of the step (sm_90, the narrow kernel's warp-private form).
+///
+/// # Safety
+/// The calling thread no longer reads step j's activation buffer; called once per step by
+/// every thread, in order.
+#[cfg(gpu_sm90)]
+#[inline(always)]
+pub(super) unsafe fn release(c: &Cta, j: u32) {
+    // SAFETY: the layout's empty barrier, initialized for every thread's arrival.
+    unsafe { mbar_arrive(empty(c, j % c.sm.na as u32)) };
 }
 
 /// Issues this thread's share of K step `j`'s copies (see the module doc).

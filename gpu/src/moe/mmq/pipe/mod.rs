@@ -318,22 +318,18 @@ pub unsafe fn mmq_pipe<B: WeightBlock, const NARROW: bool, const SWIGLU: bool>(p
     // SAFETY: every thread; the type's layout. Visible after the K loop's first barrier,
     // before any decode.
     unsafe { c.copy_tables(B::WTYPE) };
-    // One closed step per K step: steps 0..=lead here, step j + 1 + lead in iteration j.
-    for s in 0..=lead {
-        if s < nk {
-            // SAFETY: step s < nk into buffers nothing has used yet (`MmqPipeSmem::buffers`:
-            // lead + 2 activation buffers and their barriers, a weight buffer per stage).
-            unsafe { copy::issue::<B>(p, &c, s) };
-        }
-        copy::close();
-    }
     let mut acc = [[[0.0f32; 4]; 4]; 2];
     if shape.in_registers() {
-        // SAFETY: every thread, steps 0..=lead issued; the narrow register-decoding layout.
+        // SAFETY: every thread, nothing issued; the narrow register-decoding layout (the loop
+        // issues its lead itself).
         unsafe { regs::k_loop::<B>(p, &c, nk, &mut acc) };
     } else {
-        // SAFETY: as above, with the decoded tiles of this layout.
-        unsafe { k_loop::<B>(p, &c, nk, &mut acc) };
+        // SAFETY: every thread, nothing issued; then steps 0..=lead issued, with the decoded
+        // tiles of this layout.
+        unsafe {
+            issue_lead::<B>(p, &c, nk);
+            k_loop::<B>(p, &c, nk, &mut acc);
+        }
     }
     // SAFETY: the kernel's contract.
     unsafe {
@@ -342,6 +338,23 @@ pub unsafe fn mmq_pipe<B: WeightBlock, const NARROW: bool, const SWIGLU: bool>(p
         } else {
             super::store(p, &tile, row0, &acc, shape)
         }
+    }
+}
+
+/// Issues steps `0..=lead` (each closed as one commit group, issued or not): step j + 1 + lead
+/// is issued in iteration j of the K loops that take every thread's copies (copy::issue).
+///
+/// # Safety
+/// Every thread, after `copy::setup`, nothing issued yet.
+#[inline(always)]
+unsafe fn issue_lead<B: WeightBlock>(p: &MmqParams, c: &Cta, nk: u32) {
+    for s in 0..=c.sm.lead as u32 {
+        if s < nk {
+            // SAFETY: step s < nk into buffers nothing has used yet (`MmqPipeSmem::buffers`:
+            // lead + 2 activation buffers and their barriers, a weight buffer per stage).
+            unsafe { copy::issue::<B>(p, c, s) };
+        }
+        copy::close();
     }
 }
 
