@@ -8,7 +8,9 @@
 //! - Copies (copy.rs): each K step's activation D4 blocks and raw weight stage (the weight
 //!   rows' bytes of 128 or 256 K values, in 16-byte windows), `MmqPipeSmem::lead` K steps
 //!   ahead, into rings of their own (a weight stage is free once decoded, activations once
-//!   multiplied): bulk copies on transaction barriers on sm_90, 16-byte `cp.async` below.
+//!   multiplied): the activations in bulk copies on transaction barriers on sm_90, 16-byte
+//!   `cp.async` below; the weights in 16-byte `cp.async` pieces (on sm_90 the narrow kernel's
+//!   warps each copy their own rows' and wait with a warp barrier only: regs.rs).
 //! - Decode: two decoded tiles (int8 weights, weight scales, activation scales). While the
 //!   warps multiply K step j from one, they decode step j + 1 into the other: one barrier per
 //!   K step, and a warp's decode overlaps the other warps' `mma`s.

@@ -8,11 +8,15 @@
 //! only (lanes 0 and 1 the first 16 of a group), so each half's sum is an `m16n8k32` with the
 //! other half's lanes' A words zeroed.
 //!
-//! The loop: iteration j waits for step j's copies (`lead` younger steps closed), the CTA barrier
-//! (every thread's pieces visible; every warp past step j - 1's product, whose buffers the
-//! copies issued next reuse), issues step `j + 1 + lead`, multiplies step j. A raw stage is read
-//! in the products of its steps, one iteration later than the decode read it, which
-//! `MmqPipeSmem::buffers` allows for.
+//! The loop: iteration j waits for step j's copies (`lead` younger steps closed), then a barrier
+//! (the pieces visible; past step j - 1's product, whose buffers the copies issued next reuse),
+//! issues step `j + 1 + lead`, multiplies step j. A raw stage is read in the products of its
+//! steps, one iteration later than the decode read it, which `MmqPipeSmem::buffers` allows for.
+//! Below sm_90 the CTA's threads share every copy and the barrier is the CTA's. On sm_90 the
+//! loop is warp-private: each warp copies its own rows' pieces, so the barrier is the warp's;
+//! the activations (one bulk copy a step, on the step's transaction barrier) are the only bytes
+//! the warps share, and a buffer of them is reused once every thread has arrived on its empty
+//! barrier (`copy::issue_warp`, `copy::release`).
 //!
 //! Numerics: the pipelined kernel's (`mmq_step_32_magic` / `mmq_step_16_magic` in ascending K, the
 //! same integer sums and scales), so the bytes are the same.
