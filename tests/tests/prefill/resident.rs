@@ -86,10 +86,7 @@ fn narrow_resident_form() {
                     sd ^ 3,
                 );
                 let desc = pf.describe();
-                let ran = match desc.split_once(", down ") {
-                    Some((gate_up, down)) => [gate_up, down].map(|p| p.contains("resident")),
-                    None => [desc.contains("resident"); 2],
-                };
+                let ran = per_product(&desc).map(|p| p.contains("resident"));
                 assert!(desc.contains("narrow kernel"), "{label}: {desc}");
                 assert_eq!(ran, resident, "{label}: {desc}");
                 for (s, r) in seen.iter_mut().zip(ran) {
@@ -145,7 +142,7 @@ fn auto_tile_widths_per_product() {
             sd ^ 5,
         );
         let desc = pf.describe();
-        let (gate_up, down) = desc.split_once(", down ").unwrap_or((&desc, &desc));
+        let [gate_up, down] = per_product(&desc);
         let narrow = |p: &str| p.contains("narrow kernel");
         assert_eq!(
             narrow(gate_up),
@@ -163,5 +160,14 @@ fn auto_tile_widths_per_product() {
             bulk && per_expert <= down_bound,
             "{label}: {desc}"
         );
+    }
+}
+
+/// A pipeline description's parts for gate/up and down (`"gate/up A, down B; ..."`, or one
+/// part for both when they run the same).
+fn per_product(desc: &str) -> [&str; 2] {
+    match desc.split_once(", down ") {
+        Some((gate_up, down)) => [gate_up, down],
+        None => [desc; 2],
     }
 }

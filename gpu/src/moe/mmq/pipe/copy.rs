@@ -25,6 +25,8 @@ use crate::layout::{
 #[cfg(not(gpu_sm90))]
 use crate::layout::{MMQ_SMEM_ROW, Q8_1_MMQ_PIECES};
 #[cfg(gpu_sm90)]
+use crate::ptx::sync_warp;
+#[cfg(gpu_sm90)]
 use crate::ptx::{
     bulk_copy, fence_mbar_init, mbar_arrive, mbar_arrive_expect_tx, mbar_init, mbar_wait,
 };
@@ -132,17 +134,51 @@ pub(super) unsafe fn issue_warp<B: WeightBlock>(p: &MmqParams, c: &Cta, j: u32) 
     }
 }
 
+/// The narrow kernel's copies of K step `j` (regs.rs's K loop): warp-private on sm_90
+/// ([`issue_warp`]), shared by the CTA's threads below ([`issue`]).
+///
+/// # Safety
+/// As [`issue_warp`] on sm_90 and [`issue`] below.
+#[inline(always)]
+pub(super) unsafe fn issue_narrow<B: WeightBlock>(p: &MmqParams, c: &Cta, j: u32) {
+    // SAFETY: forwarded contract.
+    #[cfg(gpu_sm90)]
+    unsafe {
+        issue_warp::<B>(p, c, j)
+    };
+    // SAFETY: forwarded contract.
+    #[cfg(not(gpu_sm90))]
+    unsafe {
+        issue::<B>(p, c, j)
+    };
+}
+
+/// The narrow kernel's barrier after [`wait`]: the warp's on sm_90 (a warp reads only the
+/// pieces its own lanes copied), the CTA's below.
+#[inline(always)]
+pub(super) fn narrow_barrier() {
+    #[cfg(gpu_sm90)]
+    sync_warp();
+    #[cfg(not(gpu_sm90))]
+    sync_threads();
+}
+
 /// Every thread's arrival on K step `j`'s activation buffer's empty barrier, past its product
-/// of the step (sm_90, the narrow kernel's warp-private form).
+/// of the step (sm_90, the narrow kernel's warp-private form; nothing below sm_90, where the
+/// next step's CTA barrier frees the buffer).
 ///
 /// # Safety
 /// The calling thread no longer reads step j's activation buffer; called once per step by
 /// every thread, in order.
-#[cfg(gpu_sm90)]
 #[inline(always)]
 pub(super) unsafe fn release(c: &Cta, j: u32) {
     // SAFETY: the layout's empty barrier, initialized for every thread's arrival.
-    unsafe { mbar_arrive(empty(c, j % c.sm.na as u32)) };
+    #[cfg(gpu_sm90)]
+    unsafe {
+        mbar_arrive(empty(c, j % c.sm.na as u32))
+    };
+    #[cfg(not(gpu_sm90))]
+    let _ = (c, j);
 }
 
 /// Issues this thread's share of K step `j`'s copies (see the module doc).

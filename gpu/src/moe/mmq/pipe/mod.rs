@@ -344,7 +344,7 @@ pub unsafe fn mmq_pipe<B: WeightBlock, const NARROW: bool, const SWIGLU: bool>(p
 }
 
 /// Issues steps `0..=lead` (each closed as one commit group, issued or not): step j + 1 + lead
-/// is issued in iteration j of the K loops that take every thread's copies (copy::issue).
+/// is issued in iteration j of the decoded tiles' K loop.
 ///
 /// # Safety
 /// Every thread, after `copy::setup`, nothing issued yet.

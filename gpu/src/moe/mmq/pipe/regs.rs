@@ -24,23 +24,21 @@
 use super::{Cta, ROW, copy, ld4};
 use crate::formats::{SharedTables, WeightBlock};
 use crate::layout::{MMQ_KSTEP, MmqParams, fused_stage_row_bytes, fused_sub_steps};
-#[cfg(gpu_sm90)]
-use crate::ptx::sync_warp;
 use crate::ptx::{ld_shared_v2_u32, ldmatrix_x4, mma_m16n8k32_s8, sync_threads, tid_x};
 use crate::quant::{MAGIC, mmq_step_16_magic, mmq_step_32_magic};
 
-/// The K loop over `nk` steps on sm_90, its copies included: warp-private (the warps share only
-/// the activations). Each warp copies its own 16 rows' pieces (`copy::issue_warp`), so it waits
-/// only for its own lanes' commit groups and the step's activations (the full barrier), and a
-/// warp barrier makes its lanes' pieces visible to each other; a step's activation buffer is
-/// reused once every thread has arrived on its empty barrier past the step's product
-/// (`copy::release`). No CTA barrier in the loop: a warp that is ahead goes on while another
-/// multiplies.
+/// The K loop over `nk` steps, its copies included (`copy::issue_narrow`). On sm_90 it is
+/// warp-private (the warps share only the activations): each warp copies its own 16 rows'
+/// pieces, so it waits only for its own lanes' commit groups and the step's activations (the
+/// full barrier), and a warp barrier makes its lanes' pieces visible to each other; a step's
+/// activation buffer is reused once every thread has arrived on its empty barrier past the
+/// step's product (`copy::release`). No CTA barrier in the loop: a warp that is ahead goes on
+/// while another multiplies. Below sm_90 the copies are shared by the CTA's threads and the
+/// barrier is the CTA's.
 ///
 /// # Safety
 /// Every thread, after `copy::setup` and `Cta::copy_tables`, nothing issued; the narrow shape
 /// with `c.sm` the register-decoding layout of `B`.
-#[cfg(gpu_sm90)]
 #[inline(always)]
 pub(super) unsafe fn k_loop<B: WeightBlock>(
     p: &MmqParams,
@@ -54,65 +52,30 @@ pub(super) unsafe fn k_loop<B: WeightBlock>(
     for s in 0..=lead {
         if s < nk {
             // SAFETY: step s < nk into buffers nothing has used yet.
-            unsafe { copy::issue_warp::<B>(p, c, s) };
+            unsafe { copy::issue_narrow::<B>(p, c, s) };
         }
         copy::close();
     }
     for j in 0..nk {
         // SAFETY: step j was issued by every thread; steps j + 1 ..= j + lead closed after it.
         unsafe { copy::wait(c, j, lead) };
-        // The warp's pieces of step j visible to its lanes; every lane past step j - 1's
-        // product.
-        sync_warp();
+        // Step j's pieces visible to the threads that read them; every one of those past step
+        // j - 1's product.
+        copy::narrow_barrier();
         let s = j + 1 + lead;
         if s < nk {
-            // SAFETY: step s's weight buffer (the warp's rows of it) held a stage whose last step
-            // this warp multiplied before the warp barrier above (MmqPipeSmem::buffers); its
-            // activation buffer is reused after its empty barrier (issue_warp).
-            unsafe { copy::issue_warp::<B>(p, c, s) };
+            // SAFETY: step s's weight buffer held a stage whose last step was multiplied before
+            // the barrier above (MmqPipeSmem::buffers); its activation buffer last held step
+            // s - lead - 2 = j - 1, past every thread's product after the barrier (below sm_90)
+            // or its empty barrier (sm_90, issue_warp).
+            unsafe { copy::issue_narrow::<B>(p, c, s) };
         }
         copy::close();
-        // SAFETY: the warp's rows of step j and the step's activations are visible (above).
+        // SAFETY: step j's weight stage and activations are visible (above).
         unsafe {
             product::<B, false>(c, j, Resident::STREAMED, acc);
             copy::release(c, j);
         }
-    }
-}
-
-/// The K loop over `nk` steps below sm_90, steps `0..=lead` already issued (one commit group
-/// each; `super::issue_lead`).
-///
-/// # Safety
-/// As `mmq_pipe`'s loop: every thread, after the prologue's copies; the narrow shape with
-/// `c.sm` the register-decoding layout of `B`.
-#[cfg(not(gpu_sm90))]
-#[inline(always)]
-pub(super) unsafe fn k_loop<B: WeightBlock>(
-    p: &MmqParams,
-    c: &Cta,
-    nk: u32,
-    acc: &mut [[[f32; 4]; 4]; 2],
-) {
-    // SAFETY: every thread, nothing issued yet.
-    unsafe { super::issue_lead::<B>(p, c, nk) };
-    let lead = c.sm.lead as u32;
-    for j in 0..nk {
-        // Steps j + 1 ..= j + lead are closed after step j (issued or empty).
-        // SAFETY: step j was issued by every thread.
-        unsafe { copy::wait(c, j, lead) };
-        // Step j visible; every warp past step j - 1's product.
-        sync_threads();
-        let s = j + 1 + lead;
-        if s < nk {
-            // SAFETY: step s's activation buffer last held step s - lead - 2 = j - 1, its
-            // weight buffer a stage whose last step was multiplied before this barrier
-            // (MmqPipeSmem::buffers), both barrier phases waited for by every thread.
-            unsafe { copy::issue::<B>(p, c, s) };
-        }
-        copy::close();
-        // SAFETY: step j's weight stage and activations are visible (above).
-        unsafe { product::<B, false>(c, j, Resident::STREAMED, acc) };
     }
 }
 
