@@ -1,0 +1,113 @@
+//! The pipelined MMQ layouts' tests (layout/mmq_pipe.rs): budgets, leads, buffers and slots.
+
+use super::*;
+
+const SHAPES: [MmqPipeShape; 2] = [MmqPipeShape::Wide, MmqPipeShape::Narrow];
+
+#[test]
+fn layouts_fit_their_budgets() {
+    for shape in SHAPES {
+        for w in WType::ALL {
+            let sm = MmqPipeSmem::of(w, shape);
+            assert!((1..=MMQ_PIPE_MAX_LEAD).contains(&sm.lead), "{w:?}: {sm:?}");
+            assert!(sm.total <= MMQ_PIPE_SMEM_BUDGET, "{w:?}: {sm:?}");
+            // The buffers the lead needs (MmqPipeSmem's doc), each slot the row's window.
+            assert_eq!((sm.nw, sm.na), MmqPipeSmem::buffers(w, shape, sm.lead));
+            assert_eq!(sm.na, sm.lead + 2);
+            // A stage in flight beside those still read: decoded (or, decoding into
+            // registers, multiplied) one step later.
+            let held = sm.lead + shape.in_registers() as usize;
+            assert!(sm.nw * fused_sub_steps(w) > held);
+            assert_eq!(sm.tile_bytes == 0, shape.in_registers(), "{w:?}");
+            // The SwiGLU epilogue's arrays fit the region they overlay.
+            let room = if sm.tile_bytes == 0 {
+                sm.acts
+            } else {
+                2 * sm.tile_bytes
+            };
+            assert!(MMQ_SWIGLU_SMEM <= room, "{w:?} {shape:?}");
+            assert!(
+                sm.epilogue() + MMQ_SWIGLU_SMEM <= sm.bars,
+                "{w:?} {shape:?}"
+            );
+            assert!(sm.slot >= fused_slot_bytes(w) && sm.slot.is_multiple_of(16));
+            assert_eq!(sm.acts, sm.nw * MMQ_ROWS * sm.slot);
+            assert_eq!(sm.acts_bytes, shape.cols() * Q8_1_MMQ_BYTES);
+            assert_eq!(sm.tiles, sm.acts + sm.na * sm.acts_bytes);
+            assert_eq!(sm.bars, sm.tiles + 2 * sm.tile_bytes);
+            assert!(sm.bars.is_multiple_of(MMQ_PIPE_BAR_BYTES));
+            let bars_end = sm.bars + sm.na * shape.bars_per_buffer() * MMQ_PIPE_BAR_BYTES;
+            assert!(sm.tables >= bars_end);
+            if shape.in_registers() {
+                assert_eq!(sm.empty_bar(0), sm.bars + sm.na * MMQ_PIPE_BAR_BYTES);
+                assert_eq!(sm.empty_bar(sm.na - 1) + MMQ_PIPE_BAR_BYTES, bars_end);
+            }
+            assert!(sm.tables.is_multiple_of(16) && sm.tables < bars_end + 16);
+            assert_eq!(sm.total, sm.tables + w.lookup_table_bytes());
+            assert!(sm.tiles.is_multiple_of(16) && sm.tile_bytes.is_multiple_of(16));
+            // At least two CTAs per SM on sm_90 (228 KB, 1 KB reserved per CTA).
+            assert!(2 * (sm.total + 1024) <= 228 * 1024, "{w:?}");
+        }
+    }
+    // The lead of the main pairs' gate/up types in the wide shape (IQ2_S's 256-value
+    // stages and 4 KB grid leave room for 1).
+    let lead = |w| MmqPipeSmem::new(w).lead;
+    assert_eq!(lead(WType::Q2_0), 2);
+    assert_eq!(lead(WType::Iq2Xxs), 2);
+    assert_eq!(lead(WType::Iq3S), 2);
+    assert_eq!(lead(WType::Iq2S), 1);
+    // Three narrow CTAs per SM for every type (no decoded tiles; Q2_0 with the longest
+    // lead, Q8_0's 136-byte rows with 1, IQ2_S's 4 KB grid with the longest too).
+    let narrow = |w| MmqPipeSmem::of(w, MmqPipeShape::Narrow);
+    let per_sm = |w| 228 * 1024 / (narrow(w).total + 1024);
+    for w in WType::ALL {
+        assert!(per_sm(w) >= 3, "{w:?}: {:?}", narrow(w));
+        assert!(narrow(w).lead >= 1, "{w:?}");
+    }
+    assert_eq!(narrow(WType::Q2_0).lead, MMQ_PIPE_MAX_LEAD);
+    assert_eq!(narrow(WType::Iq2Xxs).lead, MMQ_PIPE_MAX_LEAD);
+    assert_eq!(narrow(WType::Iq2S).lead, MMQ_PIPE_MAX_LEAD);
+}
+
+#[test]
+fn shapes_cover_the_tile_with_eight_warps() {
+    assert_eq!((MmqPipeShape::Wide.mt(), MmqPipeShape::Wide.nt()), (2, 4));
+    assert_eq!(
+        (MmqPipeShape::Narrow.mt(), MmqPipeShape::Narrow.nt()),
+        (1, 2)
+    );
+    for shape in SHAPES {
+        let wn = 8 / shape.warps_m();
+        assert_eq!(shape.warps_m() * 16 * shape.mt(), MMQ_ROWS);
+        assert_eq!(wn * 8 * shape.nt(), shape.cols());
+    }
+}
+
+#[test]
+fn scale_slots_are_permutations() {
+    for shape in SHAPES {
+        let (mt, nt) = (shape.mt(), shape.nt());
+        let mut rows = [false; MMQ_ROWS];
+        for r in 0..MMQ_ROWS {
+            let s = shape.row_slot(r);
+            assert!(!rows[s]);
+            rows[s] = true;
+            // A lane's rows (m, h) sit side by side.
+            let (wm, m, h, g) = (r / (16 * mt), (r / 16) % mt, (r / 8) % 2, r % 8);
+            assert_eq!(s, 16 * mt * wm + 2 * mt * g + 2 * m + h);
+        }
+        let mut cols = [false; 64];
+        for c in 0..shape.cols() {
+            let s = shape.col_slot(c);
+            assert!(s < shape.cols() && !cols[s]);
+            cols[s] = true;
+            let (wn, n, t, j) = (c / (8 * nt), (c / 8) % nt, (c / 2) % 4, c % 2);
+            assert_eq!(s, 8 * nt * wn + 2 * nt * t + 2 * n + j);
+        }
+    }
+    // The wide shape's slots as they were written before the narrow shape.
+    for r in 0..MMQ_ROWS {
+        let (wm, mt, h, g) = (r / 32, (r / 16) % 2, (r / 8) % 2, r % 8);
+        assert_eq!(MmqPipeShape::Wide.row_slot(r), 32 * wm + 4 * g + 2 * mt + h);
+    }
+}
