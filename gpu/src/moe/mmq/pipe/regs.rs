@@ -24,7 +24,9 @@
 use super::{Cta, ROW, copy, ld4};
 use crate::formats::{SharedTables, WeightBlock};
 use crate::layout::{MMQ_KSTEP, MmqParams, fused_stage_row_bytes, fused_sub_steps};
-use crate::ptx::{ld_shared_v2_u32, ldmatrix_x4, mma_m16n8k32_s8, sync_threads, tid_x};
+#[cfg(gpu_sm90)]
+use crate::ptx::sync_threads;
+use crate::ptx::{ld_shared_v2_u32, ldmatrix_x4, mma_m16n8k32_s8, tid_x};
 use crate::quant::{MAGIC, mmq_step_16_magic, mmq_step_32_magic};
 
 /// The K loop over `nk` steps, its copies included (`copy::issue_narrow`). On sm_90 it is
@@ -47,7 +49,9 @@ pub(super) unsafe fn k_loop<B: WeightBlock>(
     acc: &mut [[[f32; 4]; 4]; 2],
 ) {
     let lead = c.sm.lead as u32;
-    // The tables visible to every warp (the one CTA barrier after the prologue's).
+    // The tables visible to every warp: on sm_90 the loop's one CTA barrier after the
+    // prologue's (below sm_90 the first iteration's barrier is the CTA's).
+    #[cfg(gpu_sm90)]
     sync_threads();
     for s in 0..=lead {
         if s < nk {
