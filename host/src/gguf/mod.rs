@@ -24,6 +24,7 @@
 //! and bool bytes other than 0 and 1 are rejected. Looser: arrays of arrays are accepted (up to
 //! [`MAX_ARRAY_DEPTH`] levels; gguf-py reads them, gguf.cpp refuses them).
 
+mod cursor;
 mod info;
 mod model;
 mod read;

@@ -1,6 +1,6 @@
 //! The checking parser: bytes in, a [`GgufHeader`] or an [`Error::Gguf`] out.
 //!
-//! Every read goes through [`Cursor`], which refuses to step past the end. Every count read from
+//! Every read goes through [`Cursor`] (gguf/cursor.rs), which refuses to step past the end. Every count read from
 //! the file is checked against the bytes left (times the fewest bytes one item can occupy)
 //! before anything is allocated for it, and every sum and product is checked arithmetic. The
 //! checks and their order follow gguf.cpp's `gguf_init_from_reader`; see the module contract in
@@ -9,11 +9,12 @@
 use std::collections::{HashMap, HashSet};
 use std::path::Path;
 
+use super::cursor::Cursor;
 use super::{
-    ALIGNMENT_KEY, DEFAULT_ALIGNMENT, GgufHeader, MAGIC, MAX_ARRAY_DEPTH, MAX_DIMS, MAX_NAME_BYTES,
-    TensorInfo, Value, ValueType, align_up, tensor_bytes,
+    ALIGNMENT_KEY, DEFAULT_ALIGNMENT, GgufHeader, MAGIC, MAX_DIMS, MAX_NAME_BYTES, TensorInfo,
+    Value, ValueType, align_up, tensor_bytes,
 };
-use crate::error::{Error, Result};
+use crate::error::Result;
 
 /// Fewest bytes a KV pair occupies: key length, value type, a one-byte value.
 const MIN_KV_BYTES: u64 = 8 + 4 + 1;
@@ -21,7 +22,7 @@ const MIN_KV_BYTES: u64 = 8 + 4 + 1;
 const MIN_INFO_BYTES: u64 = 8 + 4 + 8 + 4 + 8;
 /// Elements reserved up front for an array, whatever its count says; more grow on demand, so
 /// memory follows the bytes actually parsed.
-const MAX_RESERVE: u64 = 1 << 16;
+pub(super) const MAX_RESERVE: u64 = 1 << 16;
 
 /// Checks `bytes` as a GGUF file and returns everything before its data section. `path` only
 /// names the file in errors. Never panics; reads nothing past the tensor infos.
@@ -254,167 +255,4 @@ fn check_offsets(
             })?;
     }
     Ok(())
-}
-
-/// A read position in the file that never steps past its end.
-struct Cursor<'a> {
-    path: &'a Path,
-    bytes: &'a [u8],
-    /// Invariant: `pos <= bytes.len()`.
-    pos: usize,
-}
-
-impl<'a> Cursor<'a> {
-    fn err(&self, msg: String) -> Error {
-        Error::Gguf {
-            path: self.path.to_path_buf(),
-            msg,
-        }
-    }
-
-    fn left(&self) -> u64 {
-        self.bytes.len().saturating_sub(self.pos) as u64
-    }
-
-    /// The next `n` bytes; `what` (built only on failure) names them in the error.
-    fn take(&mut self, n: u64, what: impl Fn() -> String) -> Result<&'a [u8]> {
-        let end = usize::try_from(n)
-            .ok()
-            .and_then(|n| self.pos.checked_add(n));
-        match end.and_then(|end| self.bytes.get(self.pos..end).map(|s| (s, end))) {
-            Some((s, end)) => {
-                self.pos = end;
-                Ok(s)
-            }
-            None => Err(self.err(format!(
-                "truncated: {} at byte {} needs {n} bytes, the file has {} bytes left",
-                what(),
-                self.pos,
-                self.left()
-            ))),
-        }
-    }
-
-    fn array<const N: usize>(&mut self, what: impl Fn() -> String) -> Result<[u8; N]> {
-        let s = self.take(N as u64, what)?;
-        let mut a = [0; N];
-        a.copy_from_slice(s);
-        Ok(a)
-    }
-
-    fn u32(&mut self, what: impl Fn() -> String) -> Result<u32> {
-        self.array(what).map(u32::from_le_bytes)
-    }
-
-    fn u64(&mut self, what: impl Fn() -> String) -> Result<u64> {
-        self.array(what).map(u64::from_le_bytes)
-    }
-
-    /// Rejects a count of items that cannot fit in the rest of the file, read at byte `at`.
-    fn plausible_count(
-        &self,
-        n: u64,
-        min_bytes: u64,
-        at: usize,
-        count: &str,
-        item: &str,
-    ) -> Result<()> {
-        match n.checked_mul(min_bytes) {
-            Some(need) if need <= self.left() => Ok(()),
-            _ => Err(self.err(format!(
-                "{count} {n} at byte {at} is impossible: each {item} needs at least {min_bytes} \
-                 bytes and the file has {} bytes left",
-                self.left()
-            ))),
-        }
-    }
-
-    /// A length-prefixed UTF-8 string; the length is checked before anything is allocated.
-    fn string(&mut self, what: impl Fn() -> String) -> Result<String> {
-        let at = self.pos;
-        let len = self.u64(|| format!("the length of {}", what()))?;
-        if len > self.left() {
-            return Err(self.err(format!(
-                "{} at byte {at} is a string of {len} bytes, longer than the rest of the file \
-                 ({} bytes)",
-                what(),
-                self.left()
-            )));
-        }
-        let b = self.take(len, &what)?;
-        match std::str::from_utf8(b) {
-            Ok(s) => Ok(s.to_owned()),
-            Err(e) => Err(self.err(format!(
-                "{} at byte {at} is not valid UTF-8 (bad byte at {})",
-                what(),
-                at + 8 + e.valid_up_to()
-            ))),
-        }
-    }
-
-    /// One value of type `ty` for `key`; `depth` arrays enclose it.
-    fn value(&mut self, ty: ValueType, key: &str, depth: usize) -> Result<Value> {
-        let what = || format!("the value of key '{key}'");
-        Ok(match ty {
-            ValueType::U8 => Value::U8(u8::from_le_bytes(self.array(what)?)),
-            ValueType::I8 => Value::I8(i8::from_le_bytes(self.array(what)?)),
-            ValueType::U16 => Value::U16(u16::from_le_bytes(self.array(what)?)),
-            ValueType::I16 => Value::I16(i16::from_le_bytes(self.array(what)?)),
-            ValueType::U32 => Value::U32(u32::from_le_bytes(self.array(what)?)),
-            ValueType::I32 => Value::I32(i32::from_le_bytes(self.array(what)?)),
-            ValueType::F32 => Value::F32(f32::from_le_bytes(self.array(what)?)),
-            ValueType::U64 => Value::U64(u64::from_le_bytes(self.array(what)?)),
-            ValueType::I64 => Value::I64(i64::from_le_bytes(self.array(what)?)),
-            ValueType::F64 => Value::F64(f64::from_le_bytes(self.array(what)?)),
-            ValueType::Bool => {
-                let at = self.pos;
-                match self.array::<1>(what)? {
-                    [0] => Value::Bool(false),
-                    [1] => Value::Bool(true),
-                    [b] => {
-                        return Err(self.err(format!(
-                            "key '{key}' has bool byte {b} at byte {at}; only 0 and 1 are valid"
-                        )));
-                    }
-                }
-            }
-            ValueType::Str => Value::Str(self.string(what)?),
-            ValueType::Array => self.array_value(key, depth)?,
-        })
-    }
-
-    /// An array: u32 element type, u64 count, the elements.
-    fn array_value(&mut self, key: &str, depth: usize) -> Result<Value> {
-        let at = self.pos;
-        if depth >= MAX_ARRAY_DEPTH {
-            return Err(self.err(format!(
-                "key '{key}' has arrays nested more than {MAX_ARRAY_DEPTH} deep (at byte {at})"
-            )));
-        }
-        let id = self.u32(|| format!("the element type of array '{key}'"))?;
-        let Some(elem) = ValueType::from_u32(id) else {
-            return Err(self.err(format!(
-                "key '{key}' is an array of unknown value type {id} at byte {at}"
-            )));
-        };
-        let n_at = self.pos;
-        let n = self.u64(|| format!("the length of array '{key}'"))?;
-        match n.checked_mul(elem.min_bytes()) {
-            Some(need) if need <= self.left() => {}
-            _ => {
-                return Err(self.err(format!(
-                    "key '{key}' is an array of {n} {} (count at byte {n_at}), which needs at least \
-                     {} bytes; the file has {} bytes left",
-                    elem.name(),
-                    n.saturating_mul(elem.min_bytes()),
-                    self.left()
-                )));
-            }
-        }
-        let mut items = Vec::with_capacity(n.min(MAX_RESERVE) as usize);
-        for _ in 0..n {
-            items.push(self.value(elem, key, depth + 1)?);
-        }
-        Ok(Value::Array(elem, items))
-    }
 }
