@@ -53,7 +53,7 @@ macro_rules! for_each_format {
 
 /// Where a decoder reads a block's bytes (every block is 2-byte aligned, its `d` at offset 0):
 /// [`Mem`], the block in memory the code holds a reference to (the host; kernels reading their
-/// global buffers), or on the GPU [`Shared`], a block staged in shared memory, read by explicit
+/// global buffers), or on the GPU `Shared`, a block staged in shared memory, read by explicit
 /// `ld.shared` - a load through a generic pointer into shared memory waits on the long
 /// scoreboard like a global one (measured on the H200: BENCHMARKS.md). One decoder per format
 /// serves both.

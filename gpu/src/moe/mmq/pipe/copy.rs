@@ -11,8 +11,12 @@
 //!   the step's transaction barrier (`MmqPipeSmem::bars`, one per activation buffer, one
 //!   arrival with the bytes), in place of 9 16-byte pieces per column spread over the threads.
 //!   Below sm_90: `cp.async` pieces in the weights' commit groups.
+//! - The narrow kernel on sm_90 ([`issue_warp`], regs.rs's K loop): each warp copies its own 16
+//!   rows' pieces, the first lane of warp `j % 8` step j's activations once every thread has
+//!   arrived on the buffer's empty barrier ([`release`]).
 //!
-//! A step's bytes are visible to every thread after [`wait`] and the CTA barrier after it.
+//! A step's bytes are visible to every thread after [`wait`] and the CTA barrier after it (the
+//! narrow kernel on sm_90: a warp's own pieces after [`wait`] and the warp barrier).
 
 use super::Cta;
 use crate::formats::WeightBlock;
