@@ -228,6 +228,13 @@ pub struct MmqKernels {
     narrow_max: [usize; 2],
 }
 
+/// Whether the narrow kernel can run a product of type `w` and K `k` in its resident form,
+/// rows aside (`MmqKernels::resident` adds their alignment): a module with bulk copies, a choice
+/// that allows it, and a resident layout for the type and K.
+fn resident_form(bulk: bool, choice: MmqChoice, w: WType, k: usize) -> bool {
+    bulk && choice != MmqChoice::NarrowStreamed && MmqResidentSmem::of(w, k).is_some()
+}
+
 impl MmqKernels {
     /// `types`: the weight type of each product; `ks`: its K (values per weight row).
     pub fn new(
@@ -250,10 +257,7 @@ impl MmqKernels {
         let bulk = ptx::has_bulk(dev.ptx_arch);
         // Products the resident form can run (given aligned rows, as device buffers are).
         let narrow_max = [0, 1].map(|i| {
-            if bulk
-                && choice != MmqChoice::NarrowStreamed
-                && MmqResidentSmem::of(types[i], ks[i]).is_some()
-            {
+            if resident_form(bulk, choice, types[i], ks[i]) {
                 NARROW_RESIDENT_MAX_ROWS_PER_EXPERT
             } else {
                 NARROW_MAX_ROWS_PER_EXPERT
@@ -279,9 +283,7 @@ impl MmqKernels {
             p.n_split >= p.n || (p.n_split.is_multiple_of(MMQ_ROWS as u32) && tensor_aligned(p.w1));
         matches!(kernel, MmqKernel::Narrow { .. })
             && !swiglu
-            && self.bulk
-            && self.choice != MmqChoice::NarrowStreamed
-            && MmqResidentSmem::of(w, p.k as usize).is_some()
+            && resident_form(self.bulk, self.choice, w, p.k as usize)
             && tensor_aligned(p.w0)
             && p.w_expert_bytes.is_multiple_of(16)
             && one_tensor
