@@ -165,18 +165,18 @@ impl WeightBlock for BlockIq3Xxs {
         }
         w
     }
+    const FRAG_PAIRS: bool = true;
     #[inline(always)]
     fn frag_q_in<R: BlockBytes>(b: R, g: usize, t: u32) -> [u32; 2] {
-        // Word w = 2 l + h: grid index byte w of the group's 8, signs of entry l, half h.
-        let ib = g & 7;
-        let (l, h) = (((t & 3) >> 1) as usize, (t & 1) as usize);
-        let aux = b.u32_at(QS + 64 + 4 * ib);
-        let word = |l: usize| {
-            let signs = b.signs(aux >> (7 * l));
-            let i = b.u8(QS + 8 * ib + 2 * l + h);
-            apply_signs4(b.grid4(&IQ3XXS_GRID, i), signs >> (4 * h))
-        };
-        [word(l), word(l + 2)]
+        // Words 2 t and 2 t + 1: grid index bytes 2 t and 2 t + 1 of the group's 8 (one 16-bit
+        // load) and the two halves of sign entry t (one sign-table lookup).
+        let (ib, t) = (g & 7, (t & 3) as usize);
+        let signs = b.signs(b.u32_at(QS + 64 + 4 * ib) >> (7 * t));
+        let q = b.u16(QS + 8 * ib + 2 * t);
+        [
+            apply_signs4(b.grid4(&IQ3XXS_GRID, q & 0xff), signs),
+            apply_signs4(b.grid4(&IQ3XXS_GRID, q >> 8), signs >> 4),
+        ]
     }
     #[inline(always)]
     fn group_scales_in<R: BlockBytes>(b: R, g: usize) -> [f32; 2] {
@@ -206,20 +206,20 @@ impl WeightBlock for BlockIq3S {
         }
         w
     }
+    const FRAG_PAIRS: bool = true;
     #[inline(always)]
     fn frag_q_in<R: BlockBytes>(b: R, g: usize, t: u32) -> [u32; 2] {
-        // Word w = 2 l + h: its own 9-bit grid index (byte w of the group's 8, bit w of qh),
-        // the signs of byte l, half h.
-        let ib = g & 7;
-        let (l, h) = (((t & 3) >> 1) as usize, (t & 1) as usize);
-        let qh = b.u8(IQ3S_QH + ib);
-        let word = |l: usize| {
-            let w = 2 * l + h;
-            let i = b.u8(QS + 8 * ib + w) | ((qh >> w) & 1) << 8;
-            let signs = b.u8(IQ3S_SIGNS + 4 * ib + l) >> (4 * h);
-            apply_signs4(b.grid4(&IQ3S_GRID, i), signs)
-        };
-        [word(l), word(l + 2)]
+        // Words 2 t and 2 t + 1: grid index bytes 2 t and 2 t + 1 of the group's 8 (one 16-bit
+        // load) with bits 2 t and 2 t + 1 of qh, and the two halves of sign byte t.
+        let (ib, t) = (g & 7, (t & 3) as usize);
+        let q = b.u16(QS + 8 * ib + 2 * t);
+        let qh = b.u8(IQ3S_QH + ib) >> (2 * t);
+        let s = b.u8(IQ3S_SIGNS + 4 * ib + t);
+        let (i0, i1) = ((q & 0xff) | (qh & 1) << 8, (q >> 8) | (qh & 2) << 7);
+        [
+            apply_signs4(b.grid4(&IQ3S_GRID, i0), s),
+            apply_signs4(b.grid4(&IQ3S_GRID, i1), s >> 4),
+        ]
     }
     #[inline(always)]
     fn group_scales_in<R: BlockBytes>(b: R, g: usize) -> [f32; 2] {

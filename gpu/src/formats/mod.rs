@@ -160,8 +160,10 @@ pub trait WeightBlock: Copy {
     /// `16 + 4 t ..`, the `m16n8k32` fragment's own order). An `mma` sums over K in any order
     /// that its A and B fragments share, so the narrow kernel then loads each column's
     /// activations in the same order (one 8-byte load at byte `8 t` of the group, regs.rs).
-    /// For types whose two words are adjacent bytes (Q2_0: one 16-bit load) or one grid entry
-    /// (the IQ2 types: one lookup per lane, where two lanes would each look an entry up).
+    /// For types whose two words are adjacent bytes (Q2_0: one 16-bit load), one grid entry
+    /// (the IQ2 types: one lookup per lane, where two lanes would each look an entry up), or
+    /// share their index bytes and signs (the IQ3 types: one 16-bit load of two grid indices,
+    /// one sign byte or sign-table entry, where the other order takes two of each).
     const FRAG_PAIRS: bool = false;
     /// The two words of [`Self::group_q_in`] lane `t` (`t` < 4) holds of group `g` of one row in
     /// the narrow MMQ kernel's decode into registers (gpu/src/moe/mmq/pipe/regs.rs): words `t`

@@ -1,7 +1,7 @@
 //! The narrow kernel's K loop (every type: `MmqPipeShape::in_registers`). A narrow warp owns
 //! 16 weight rows, so each lane decodes what its `m16n8k32` A fragment holds of its two rows
 //! (`g` and `g + 8`, values `4 t ..` and `16 + 4 t ..` of each 32-value group, or `8 t .. 8 t +
-//! 7` for Q2_0 and the IQ2 types with the activations loaded in that order:
+//! 7` for Q2_0, the IQ2 and the IQ3 types, with the activations loaded in that order:
 //! `WeightBlock::frag_q_in`, `FRAG_PAIRS`) straight from the raw stage, and their scales from
 //! the blocks: no decoded tile, no stores of it, no `ldmatrix` of it, and its 41 KB of shared
 //! memory go to a longer copy lead. An IQ2_XS / IQ2_S lane then holds values of one scale half
