@@ -1,6 +1,7 @@
 //! The pipelined MMQ kernels' shapes and shared-memory layout (gpu/src/moe/mmq/pipe/): the
-//! wide kernel `moe_mmq_pipe_<type>` (64 activation rows per CTA) and the narrow one
-//! `moe_mmq_narrow_<type>` (16 rows, for layers with few rows per expert).
+//! 64-column kernel `moe_mmq_pipe_<type>` (64 activation rows per CTA; wide or tall warps by
+//! type, [`MmqPipeShape::wide_of`]) and the narrow one `moe_mmq_narrow_<type>` (16 rows, for
+//! layers with few rows per expert).
 
 use super::{MMQ_COLS, MMQ_KSTEP, MMQ_ROWS, MMQ_SMEM_ROW, Q8_1_MMQ_BYTES, WType};
 use super::{fused_slot_bytes, fused_sub_steps, odd_slot_bytes};
@@ -21,24 +22,42 @@ pub const MMQ_PIPE_BAR_ARRIVALS: usize = 1;
 /// Activation rows (MMQ columns) of a narrow CTA.
 pub const MMQ_NARROW_COLS: usize = 16;
 
-/// The two tile shapes of the pipelined MMQ kernel. Both have 128 weight rows and 8 warps.
+/// The tile shapes of the pipelined MMQ kernel. All have 128 weight rows and 8 warps.
 /// - `Wide`: 64 columns; warps 4 along the rows x 2 along the columns, each 32 rows (two
 ///   16-row fragments) x 32 columns (four 8-column tiles).
 /// - `Narrow`: 16 columns; warps 8 along the rows, each 16 rows (one fragment) x 16 columns
 ///   (two 8-column tiles). At about 10 rows per expert every warp has a product (the wide
 ///   shape leaves its second warp column idle), and its accumulators and shared memory are a
 ///   quarter of the wide one's, which leaves room for three CTAs per SM.
+/// - `Tall`: 64 columns; warps 8 along the rows, each 16 rows x 64 columns (eight 8-column
+///   tiles): the narrow shape's warps over the wide shape's columns, so that it decodes into
+///   registers too ([`MmqPipeShape::in_registers`]); the 64-column kernel of the types that
+///   [`MmqPipeShape::wide_of`] names.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum MmqPipeShape {
     Wide,
     Narrow,
+    Tall,
 }
 
 impl MmqPipeShape {
+    /// The shape of weight type `w`'s 64-column pipelined kernel `moe_mmq_pipe[_swiglu]_<type>`,
+    /// by measurement (H200, BENCHMARKS.md): tall for the types whose decode is the dearest
+    /// (IQ3_S, IQ3_XXS: grid lookups; Q8_0: 34-byte blocks), whose products it made 3-15 %
+    /// faster at T = 2,048 and 16,384; wide for the others, which it made slower (Q2_0 gate/up
+    /// +12 % and down +6 %, IQ2_XXS gate/up +11 %, IQ4_NL down +4 % at T = 16,384) or, with
+    /// two scales per group (IQ2_XS, IQ2_S), made spill.
+    pub const fn wide_of(w: WType) -> MmqPipeShape {
+        match w {
+            WType::Iq3S | WType::Iq3Xxs | WType::Q8_0 => MmqPipeShape::Tall,
+            _ => MmqPipeShape::Wide,
+        }
+    }
+
     /// Activation rows (columns) of a tile.
     pub const fn cols(self) -> usize {
         match self {
-            MmqPipeShape::Wide => MMQ_COLS,
+            MmqPipeShape::Wide | MmqPipeShape::Tall => MMQ_COLS,
             MmqPipeShape::Narrow => MMQ_NARROW_COLS,
         }
     }
@@ -47,7 +66,7 @@ impl MmqPipeShape {
     pub const fn warps_m(self) -> usize {
         match self {
             MmqPipeShape::Wide => 4,
-            MmqPipeShape::Narrow => 8,
+            MmqPipeShape::Narrow | MmqPipeShape::Tall => 8,
         }
     }
 
@@ -61,9 +80,17 @@ impl MmqPipeShape {
         self.cols() / (8 / self.warps_m()) / 8
     }
 
+    /// Where a warp's fragment (16-row fragment `mt`, 8-column tile `nt`) sits in the kernels'
+    /// accumulators `[[[f32; 4]; 4]; 2]`: eight fragments, the `f = mt * nt() + nt`-th at
+    /// `[f / 4][f % 4]` (the wide shape's `[mt][nt]`).
+    pub const fn acc_slot(self, mt: usize, nt: usize) -> (usize, usize) {
+        let f = mt * self.nt() + nt;
+        (f / 4, f % 4)
+    }
+
     /// Whether this shape decodes its weights straight into each warp's `mma` A fragments
     /// (`WeightBlock::frag_q_in`, gpu/src/moe/mmq/pipe/regs.rs) instead of into a shared decoded
-    /// tile: the narrow one, every type. A narrow warp owns its 16 weight rows, so each value is
+    /// tile: the narrow and tall ones, every type. A narrow warp owns its 16 weight rows, so each value is
     /// still decoded once per CTA; the decoded tiles, their stores and the A fragments'
     /// `ldmatrix` drop out. Measured on the H200 (gate/up at T = 512, BENCHMARKS.md), against
     /// the decoded tile: Q8_0 -36 %, Q2_0 -22 %, IQ4_NL and IQ3_S -10 %, IQ3_XXS -4 %; the IQ2
@@ -71,7 +98,7 @@ impl MmqPipeShape {
     /// the wide kernel, both with the tables in shared memory (`MmqPipeSmem::tables`): IQ2_XXS
     /// -9 %, IQ2_XS -14 %, IQ2_S -6 % (IQ3_S -25 %).
     pub const fn in_registers(self) -> bool {
-        matches!(self, MmqPipeShape::Narrow)
+        matches!(self, MmqPipeShape::Narrow | MmqPipeShape::Tall)
     }
 
     /// `mbarrier`s per activation buffer: its transaction barrier (the step's bulk copy on
@@ -85,7 +112,7 @@ impl MmqPipeShape {
     /// Shared-memory budget of one CTA.
     pub const fn budget(self) -> usize {
         match self {
-            MmqPipeShape::Wide => MMQ_PIPE_SMEM_BUDGET,
+            MmqPipeShape::Wide | MmqPipeShape::Tall => MMQ_PIPE_SMEM_BUDGET,
             MmqPipeShape::Narrow => MMQ_NARROW_SMEM_BUDGET,
         }
     }
@@ -172,7 +199,7 @@ pub struct MmqPipeSmem {
 impl MmqPipeSmem {
     /// The wide shape's layout.
     pub const fn new(w: WType) -> MmqPipeSmem {
-        Self::of(w, MmqPipeShape::Wide)
+        Self::of(w, MmqPipeShape::wide_of(w))
     }
 
     /// The layout in the shape's budget; a narrow layout that does not fit three CTAs per SM

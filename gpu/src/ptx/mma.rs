@@ -22,6 +22,22 @@ pub unsafe fn ldmatrix_x4(addr: u32) -> [u32; 4] {
     [a, b, c, d]
 }
 
+/// `ldmatrix.sync.aligned.m8n8.x2.shared.b16` [9.7.14.5.15]: two 8x8 matrices, as
+/// [`ldmatrix_x4`]'s first two (lanes 0..15 give the row addresses; the others' are unused).
+///
+/// # Safety
+/// As [`ldmatrix_x4`] for lanes 0..15; all 32 lanes must call it.
+#[inline(always)]
+pub unsafe fn ldmatrix_x2(addr: u32) -> [u32; 2] {
+    let (a, b): (u32, u32);
+    // SAFETY: the caller guarantees the address and convergence.
+    unsafe {
+        asm!("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {{{a}, {b}}}, [{p}];",
+             a = out(reg32) a, b = out(reg32) b, p = in(reg32) addr, options(readonly, nostack));
+    }
+    [a, b]
+}
+
 /// `mma.sync.aligned.m8n8k16.row.col.s32.s8.s8.s32` [9.7.14.5.14] with every C element `c`: the
 /// Turing shape. A: lane l holds row l/4, K 4(l%4)..+3; B: column l/4, same K; D: row l/4,
 /// columns 2(l%4), +1.

@@ -2,7 +2,7 @@
 
 use super::*;
 
-const SHAPES: [MmqPipeShape; 2] = [MmqPipeShape::Wide, MmqPipeShape::Narrow];
+const SHAPES: [MmqPipeShape; 3] = [MmqPipeShape::Wide, MmqPipeShape::Narrow, MmqPipeShape::Tall];
 
 #[test]
 fn layouts_fit_their_budgets() {
@@ -49,12 +49,19 @@ fn layouts_fit_their_budgets() {
             assert!(2 * (sm.total + 1024) <= 228 * 1024, "{w:?}");
         }
     }
-    // The lead of the main pairs' gate/up types in the wide shape (IQ2_S's 256-value
-    // stages and 4 KB grid leave room for 1).
+    // The 64-column kernel's layout is its shape's (`MmqPipeShape::wide_of`). The lead of the
+    // main pairs' gate/up types there (IQ2_S's 256-value stages and 4 KB grid leave room for
+    // 1 beside the decoded tiles; IQ3_S, tall, has no decoded tiles: 3).
+    for w in WType::ALL {
+        assert_eq!(
+            MmqPipeSmem::new(w),
+            MmqPipeSmem::of(w, MmqPipeShape::wide_of(w))
+        );
+    }
     let lead = |w| MmqPipeSmem::new(w).lead;
     assert_eq!(lead(WType::Q2_0), 2);
     assert_eq!(lead(WType::Iq2Xxs), 2);
-    assert_eq!(lead(WType::Iq3S), 2);
+    assert_eq!(lead(WType::Iq3S), 3);
     assert_eq!(lead(WType::Iq2S), 1);
     // Three narrow CTAs per SM for every type (no decoded tiles; Q2_0 with the longest
     // lead, Q8_0's 136-byte rows with 1, IQ2_S's 4 KB grid with the longest too).
@@ -76,10 +83,25 @@ fn shapes_cover_the_tile_with_eight_warps() {
         (MmqPipeShape::Narrow.mt(), MmqPipeShape::Narrow.nt()),
         (1, 2)
     );
+    assert_eq!((MmqPipeShape::Tall.mt(), MmqPipeShape::Tall.nt()), (1, 8));
+    assert_eq!(MmqPipeShape::Tall.cols(), MmqPipeShape::Wide.cols());
     for shape in SHAPES {
         let wn = 8 / shape.warps_m();
         assert_eq!(shape.warps_m() * 16 * shape.mt(), MMQ_ROWS);
         assert_eq!(wn * 8 * shape.nt(), shape.cols());
+        // A warp's fragments fill the eight accumulator slots, each once, the wide shape's as
+        // `[mt][nt]`.
+        let mut seen = [[false; 4]; 2];
+        for mt in 0..shape.mt() {
+            for nt in 0..shape.nt() {
+                let (a, b) = shape.acc_slot(mt, nt);
+                assert!(!seen[a][b], "{shape:?}");
+                seen[a][b] = true;
+                if shape == MmqPipeShape::Wide {
+                    assert_eq!((a, b), (mt, nt));
+                }
+            }
+        }
     }
 }
 

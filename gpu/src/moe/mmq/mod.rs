@@ -180,7 +180,8 @@ unsafe fn mmq<B: WeightBlock>(p: &MmqParams) {
     unsafe { store(p, &tile, row0, &acc, MmqPipeShape::Wide) };
 }
 
-/// Writes a CTA's accumulators (`acc[mt][nt][i]` at tile row `16 MT wm + 16 mt + g + 8 (i / 2)`,
+/// Writes a CTA's accumulators (fragment (mt, nt) at `MmqPipeShape::acc_slot`, its value `i` at
+/// tile row `16 MT wm + 16 mt + g + 8 (i / 2)`,
 /// column `8 NT wn + 8 nt + 2 t + i % 2`, MT and NT the shape's; the classic kernel's shape is
 /// the wide one) to the output rows of the tile's live columns.
 ///
@@ -201,22 +202,22 @@ unsafe fn store(
     let (wm, wn) = (warp % warps_m, warp / warps_m);
     let (mts, nts) = (shape.mt() as u32, shape.nt() as u32);
     let (gr, tc) = (lane / 4, lane % 4);
-    unroll!(mt in [0, 1] {
-        unroll!(nt in [0, 1, 2, 3] {
-            unroll!(i in [0, 1, 2, 3] {
-                let row = wm * 16 * mts + mt as u32 * 16 + gr + 8 * (i as u32 / 2);
-                let col = wn * 8 * nts + nt as u32 * 8 + 2 * tc + (i as u32 % 2);
-                if (mt as u32) < mts && (nt as u32) < nts && col < tile.n_cols {
-                    let c = tile.col_start + col;
-                    // SAFETY: c is a row of the activation buffer; out_rows (when given) has
-                    // one entry per row; the output row holds n >= row0 + 128 values.
-                    unsafe {
-                        let orow = if p.out_rows != 0 { *(p.out_rows as *const u32).add(c as usize) } else { c };
-                        let o = orow as usize * p.out_stride as usize + (row0 + row) as usize;
-                        *(p.out as *mut f32).add(o) = acc[mt][nt][i];
-                    }
+    // Fragment f = mt * NT + nt of the warp, at `acc[f / 4][f % 4]` (`MmqPipeShape::acc_slot`).
+    unroll!(f in [0, 1, 2, 3, 4, 5, 6, 7] {
+        let (mt, nt) = (f as u32 / nts, f as u32 % nts);
+        unroll!(i in [0, 1, 2, 3] {
+            let row = wm * 16 * mts + mt * 16 + gr + 8 * (i as u32 / 2);
+            let col = wn * 8 * nts + nt * 8 + 2 * tc + (i as u32 % 2);
+            if mt < mts && col < tile.n_cols {
+                let c = tile.col_start + col;
+                // SAFETY: c is a row of the activation buffer; out_rows (when given) has
+                // one entry per row; the output row holds n >= row0 + 128 values.
+                unsafe {
+                    let orow = if p.out_rows != 0 { *(p.out_rows as *const u32).add(c as usize) } else { c };
+                    let o = orow as usize * p.out_stride as usize + (row0 + row) as usize;
+                    *(p.out as *mut f32).add(o) = acc[f / 4][f % 4][i];
                 }
-            });
+            }
         });
     });
 }

@@ -11,12 +11,12 @@
 //!   the step's transaction barrier (`MmqPipeSmem::bars`, one per activation buffer, one
 //!   arrival with the bytes), in place of 9 16-byte pieces per column spread over the threads.
 //!   Below sm_90: `cp.async` pieces in the weights' commit groups.
-//! - The narrow kernel on sm_90 ([`issue_warp`], regs.rs's K loop): each warp copies its own 16
-//!   rows' pieces, the first lane of warp `j % 8` step j's activations once every thread has
-//!   arrived on the buffer's empty barrier ([`release`]).
+//! - The shapes that decode into registers (narrow and tall) on sm_90 ([`issue_warp`], regs.rs's
+//!   K loop): each warp copies its own 16 rows' pieces, the first lane of warp `j % 8` step j's
+//!   activations once every thread has arrived on the buffer's empty barrier ([`release`]).
 //!
-//! A step's bytes are visible to every thread after [`wait`] and the CTA barrier after it (the
-//! narrow kernel on sm_90: a warp's own pieces after [`wait`] and the warp barrier).
+//! A step's bytes are visible to every thread after [`wait`] and the CTA barrier after it (those
+//! shapes on sm_90: a warp's own pieces after [`wait`] and the warp barrier).
 
 use super::Cta;
 use crate::formats::WeightBlock;
@@ -77,7 +77,7 @@ fn empty(c: &Cta, i: u32) -> u32 {
     c.base + c.sm.empty_bar(i as usize) as u32
 }
 
-/// Issues this thread's share of K step `j`'s copies in the narrow kernel's warp-private form
+/// Issues this thread's share of K step `j`'s copies in the warp-private form
 /// (sm_90; regs.rs's K loop): the warp's lanes copy the pieces of its own 16 weight rows
 /// (when `j` starts a stage; a lane's row is the same one every stage), and the first lane
 /// of warp `j % 8` copies the step's activation blocks in one bulk copy, once every thread has
@@ -122,7 +122,8 @@ pub(super) unsafe fn issue_warp<B: WeightBlock>(p: &MmqParams, c: &Cta, j: u32) 
         // SAFETY: the buffer's previous step (j - na) is past every thread's product once its
         // empty phase completes (every thread arrives after its product: `release`); the tile's
         // columns are consecutive blocks of x (144 bytes each, 16-byte aligned) and fit the
-        // buffer (at most 16); the full barrier's phase expects this thread's arrival.
+        // buffer (at most its shape's columns); the full barrier's phase expects this thread's
+        // arrival.
         unsafe {
             if j >= na {
                 mbar_wait(empty(c, i), (j / na - 1) % 2);
@@ -138,13 +139,13 @@ pub(super) unsafe fn issue_warp<B: WeightBlock>(p: &MmqParams, c: &Cta, j: u32) 
     }
 }
 
-/// The narrow kernel's copies of K step `j` (regs.rs's K loop): warp-private on sm_90
+/// The copies of K step `j` in regs.rs's K loop (narrow and tall shapes): warp-private on sm_90
 /// ([`issue_warp`]), shared by the CTA's threads below ([`issue`]).
 ///
 /// # Safety
 /// As [`issue_warp`] on sm_90 and [`issue`] below.
 #[inline(always)]
-pub(super) unsafe fn issue_narrow<B: WeightBlock>(p: &MmqParams, c: &Cta, j: u32) {
+pub(super) unsafe fn issue_in_regs<B: WeightBlock>(p: &MmqParams, c: &Cta, j: u32) {
     // SAFETY: forwarded contract.
     #[cfg(gpu_sm90)]
     unsafe {
@@ -157,10 +158,10 @@ pub(super) unsafe fn issue_narrow<B: WeightBlock>(p: &MmqParams, c: &Cta, j: u32
     };
 }
 
-/// The narrow kernel's barrier after [`wait`]: the warp's on sm_90 (a warp reads only the
+/// The barrier after [`wait`] in regs.rs's K loop: the warp's on sm_90 (a warp reads only the
 /// pieces its own lanes copied), the CTA's below.
 #[inline(always)]
-pub(super) fn narrow_barrier() {
+pub(super) fn in_regs_barrier() {
     #[cfg(gpu_sm90)]
     sync_warp();
     #[cfg(not(gpu_sm90))]
@@ -168,7 +169,7 @@ pub(super) fn narrow_barrier() {
 }
 
 /// Every thread's arrival on K step `j`'s activation buffer's empty barrier, past its product
-/// of the step (sm_90, the narrow kernel's warp-private form; nothing below sm_90, where the
+/// of the step (sm_90, regs.rs's warp-private form; nothing below sm_90, where the
 /// next step's CTA barrier frees the buffer).
 ///
 /// # Safety

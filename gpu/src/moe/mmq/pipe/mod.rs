@@ -1,9 +1,11 @@
 //! The pipelined MMQ products `moe_mmq_pipe_<type>` and `moe_mmq_narrow_<type>` (either
 //! product: gate/up or down): the numerics and output of the classic kernel
-//! (gpu/src/moe/mmq/mod.rs), with the copies and the decode taken off the critical path, in two
-//! shapes (`layout::MmqPipeShape`, gpu/src/layout/mmq_pipe.rs): wide (64 columns, the classic
-//! kernel's tile and warp layout) and narrow (16 columns, each warp on 16 weight rows; three
-//! CTAs per SM where the type's layout fits).
+//! (gpu/src/moe/mmq/mod.rs), with the copies and the decode taken off the critical path, in
+//! three shapes (`layout::MmqPipeShape`, gpu/src/layout/mmq_pipe.rs): wide (64 columns, the
+//! classic kernel's tile and warp layout), narrow (16 columns, each warp on 16 weight rows;
+//! three CTAs per SM where the type's layout fits) and tall (64 columns, each warp on 16 weight
+//! rows; `moe_mmq_pipe_<type>` of the types `MmqPipeShape::wide_of` names, the wide shape
+//! for the others).
 //!
 //! - Copies (copy.rs): each K step's activation D4 blocks and raw weight stage (the weight
 //!   rows' bytes of 128 or 256 K values, in 16-byte windows), `MmqPipeSmem::lead` K steps
@@ -20,9 +22,9 @@
 //!   (narrow: one) 16-byte loads (the classic kernel issues 24 scalar loads per group).
 //! - Columns: an 8-column `mma` tile with no live column is skipped (warp-uniform); at 10 rows
 //!   per expert half the wide shape's warps have no work in the product at all.
-//! - Decode into registers (regs.rs): the narrow shape decodes every type straight into each
-//!   warp's A fragments in its products (`MmqPipeShape::in_registers`), with no decoded tiles:
-//!   every warp owns its 16 rows, so nothing is decoded twice.
+//! - Decode into registers (regs.rs): the narrow and tall shapes decode every type straight
+//!   into each warp's A fragments in its products (`MmqPipeShape::in_registers`), with no
+//!   decoded tiles: every warp owns its 16 rows, so nothing is decoded twice.
 //! - Lookup tables: the grid types' grids (and IQ2_XXS / IQ2_XS / IQ3_XXS's sign table) are
 //!   copied into shared memory in the prologue (`Cta::copy_tables`, `MmqPipeSmem::tables`) and
 //!   every decode looks them up there (`formats::SharedTables`).
@@ -79,7 +81,8 @@ unsafe fn ld4(addr: u32) -> [f32; 4] {
     ]
 }
 
-/// The pipelined product for weight format `B`, narrow or wide shape (see the module doc);
+/// The pipelined product for weight format `B`, the narrow shape or `B`'s 64-column one
+/// (`MmqPipeShape::wide_of`; see the module doc);
 /// with `SWIGLU` the gate/up product with the SwiGLU + q8_1 epilogue (swiglu.rs).
 ///
 /// # Safety
@@ -93,7 +96,7 @@ pub unsafe fn mmq_pipe<B: WeightBlock, const NARROW: bool, const SWIGLU: bool>(p
     let shape = if NARROW {
         MmqPipeShape::Narrow
     } else {
-        MmqPipeShape::Wide
+        MmqPipeShape::wide_of(B::WTYPE)
     };
     // SAFETY: one tile per CTA along x.
     let tile = unsafe { *(p.tiles as *const MmqTile).add(ctaid_x() as usize) };
@@ -134,10 +137,11 @@ pub unsafe fn mmq_pipe<B: WeightBlock, const NARROW: bool, const SWIGLU: bool>(p
     // SAFETY: every thread; the type's layout. Visible after the K loop's first barrier,
     // before any decode.
     unsafe { c.copy_tables(B::WTYPE) };
+    // The warp's eight fragments (`MmqPipeShape::acc_slot`).
     let mut acc = [[[0.0f32; 4]; 4]; 2];
     if shape.in_registers() {
-        // SAFETY: every thread, nothing issued; the narrow register-decoding layout (the loop
-        // issues its lead itself).
+        // SAFETY: every thread, nothing issued; a register-decoding layout (the loop issues its
+        // lead itself).
         unsafe { regs::k_loop::<B>(p, &c, nk, &mut acc) };
     } else {
         // SAFETY: every thread, nothing issued; the decoded tiles of this layout.

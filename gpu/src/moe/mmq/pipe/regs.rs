@@ -1,4 +1,5 @@
-//! The narrow kernel's K loop (every type: `MmqPipeShape::in_registers`). A narrow warp owns
+//! The K loop of the shapes that decode into registers (`MmqPipeShape::in_registers`): the
+//! narrow kernel (every type) and the tall 64-column one (`MmqPipeShape::wide_of`). A warp owns
 //! 16 weight rows, so each lane decodes what its `m16n8k32` A fragment holds of its two rows
 //! (`g` and `g + 8`, values `4 t ..` and `16 + 4 t ..` of each 32-value group, or `8 t .. 8 t +
 //! 7` for Q2_0, the IQ2 and the IQ3 types, with the activations loaded in that order:
@@ -18,18 +19,24 @@
 //! the warps share, and a buffer of them is reused once every thread has arrived on its empty
 //! barrier (`copy::issue_warp`, `copy::release`).
 //!
+//! The tall shape's warp multiplies its 16 rows by all 64 columns (`product_tall`): it decodes
+//! the step's four groups first, then runs each live 8-column tile over them in ascending K,
+//! so that one tile's activation scales are live at a time. Two tiles at a time (one
+//! `ldmatrix` for both) wanted 150-190 registers uncapped: at the cap of 128 Q8_0 and IQ4_NL
+//! spilled 250 bytes, and Q2_0's gate/up ran 9 % slower at T = 2,048 (H200).
+//!
 //! Numerics: the pipelined kernel's (`mmq_step_32_magic` / `mmq_step_16_magic` in ascending K, the
 //! same integer sums and scales), so the bytes are the same.
 
 use super::{Cta, ROW, copy, ld4};
 use crate::formats::{SharedTables, WeightBlock};
-use crate::layout::{MMQ_KSTEP, MmqParams, fused_stage_row_bytes, fused_sub_steps};
+use crate::layout::{MMQ_KSTEP, MmqParams, MmqPipeShape, fused_stage_row_bytes, fused_sub_steps};
 #[cfg(gpu_sm90)]
 use crate::ptx::sync_threads;
-use crate::ptx::{ld_shared_v2_u32, ldmatrix_x4, mma_m16n8k32_s8, tid_x};
+use crate::ptx::{ld_shared_v2_u32, ldmatrix_x2, ldmatrix_x4, mma_m16n8k32_s8, tid_x};
 use crate::quant::{MAGIC, mmq_step_16_magic, mmq_step_32_magic};
 
-/// The K loop over `nk` steps, its copies included (`copy::issue_narrow`). On sm_90 it is
+/// The K loop over `nk` steps, its copies included (`copy::issue_in_regs`). On sm_90 it is
 /// warp-private (the warps share only the activations): each warp copies its own 16 rows'
 /// pieces, so it waits only for its own lanes' commit groups and the step's activations (the
 /// full barrier), and a warp barrier makes its lanes' pieces visible to each other; a step's
@@ -39,8 +46,8 @@ use crate::quant::{MAGIC, mmq_step_16_magic, mmq_step_32_magic};
 /// barrier is the CTA's.
 ///
 /// # Safety
-/// Every thread, after `copy::setup` and `Cta::copy_tables`, nothing issued; the narrow shape
-/// with `c.sm` the register-decoding layout of `B`.
+/// Every thread, after `copy::setup` and `Cta::copy_tables`, nothing issued; a shape that
+/// decodes into registers, with `c.sm` its layout for `B`.
 #[inline(always)]
 pub(super) unsafe fn k_loop<B: WeightBlock>(
     p: &MmqParams,
@@ -56,7 +63,7 @@ pub(super) unsafe fn k_loop<B: WeightBlock>(
     for s in 0..=lead {
         if s < nk {
             // SAFETY: step s < nk into buffers nothing has used yet.
-            unsafe { copy::issue_narrow::<B>(p, c, s) };
+            unsafe { copy::issue_in_regs::<B>(p, c, s) };
         }
         copy::close();
     }
@@ -65,14 +72,14 @@ pub(super) unsafe fn k_loop<B: WeightBlock>(
         unsafe { copy::wait(c, j, lead) };
         // Step j's pieces visible to the threads that read them; every one of those past step
         // j - 1's product.
-        copy::narrow_barrier();
+        copy::in_regs_barrier();
         let s = j + 1 + lead;
         if s < nk {
             // SAFETY: step s's weight buffer held a stage whose last step was multiplied before
             // the barrier above (MmqPipeSmem::buffers); its activation buffer last held step
             // s - lead - 2 = j - 1, past every thread's product after the barrier (below sm_90)
             // or its empty barrier (sm_90, issue_warp).
-            unsafe { copy::issue_narrow::<B>(p, c, s) };
+            unsafe { copy::issue_in_regs::<B>(p, c, s) };
         }
         copy::close();
         // SAFETY: step j's weight stage and activations are visible (above).
@@ -108,7 +115,8 @@ impl Resident {
 
 /// The warp's products of K step `j` (narrow shape: rows `16 warp ..`, columns `8 nt + 2 t +
 /// i % 2`), for its count of live 8-column tiles: from the step's raw stage and activation
-/// buffer in the ring, or with `RESIDENT` from where `res` says.
+/// buffer in the ring, or with `RESIDENT` from where `res` says. The tall shape's: see
+/// [`product_tall`] (streamed only).
 ///
 /// # Safety
 /// Step j's weight bytes and activation blocks are written and visible there.
@@ -121,12 +129,96 @@ pub(super) unsafe fn product<B: WeightBlock, const RESIDENT: bool>(
 ) {
     // SAFETY: forwarded contract.
     unsafe {
+        if !RESIDENT && c.shape == MmqPipeShape::Tall {
+            return product_tall::<B>(c, j, acc);
+        }
         match c.tile.n_cols.div_ceil(8) {
             0 => {}
             1 => product_nt::<B, 1, RESIDENT>(c, j, res, acc),
             _ => product_nt::<B, 2, RESIDENT>(c, j, res, acc),
         }
     }
+}
+
+/// The tall shape's products of K step `j` (streamed: rows `16 warp ..`, all 64 columns of
+/// the tile, fragment `nt` at `acc[nt / 4][nt % 4]`): the lane's A fragments and weight scales
+/// of the step's four groups first, then each live block of 16 columns (two 8-column tiles)
+/// over the four groups in ascending K, so that one block's activation scales (one 16-byte
+/// load per column: the four groups') are live at a time.
+///
+/// # Safety
+/// As [`product`].
+#[inline(always)]
+unsafe fn product_tall<B: WeightBlock>(c: &Cta, j: u32, acc: &mut [[[f32; 4]; 4]; 2]) {
+    let lane = tid_x() % 32;
+    let warp = tid_x() / 32;
+    let (gr, tc) = (lane / 4, lane % 4);
+    let sub = fused_sub_steps(B::WTYPE) as u32;
+    let srb = fused_stage_row_bytes(B::WTYPE) as u64;
+    let bv = B::WTYPE.block_values() as u32;
+    let sixteen = B::WTYPE.scale_values() == 16;
+    const { assert!(B::FRAG_PAIRS || B::WTYPE.scale_values() != 16) };
+    let first_half = if tc < 2 { u32::MAX } else { 0 };
+    let raw = c.raw(j, sub);
+    let acts = c.acts(j);
+    let row = |r: u32| {
+        let src = c.row_addr(r) + (j / sub) as u64 * srb;
+        raw + r * c.sm.slot as u32 + (src & 15) as u32
+    };
+    let r0 = 16 * warp + gr;
+    let rows = [row(r0), row(r0 + 8)];
+    // The four groups' A fragments and scales `[group][half][row]`.
+    let mut af = [[0u32; 4]; 4];
+    let mut da = [[[0.0f32; 2]; 2]; 4];
+    unroll!(gs in [0, 1, 2, 3] {
+        let v = (j % sub) * MMQ_KSTEP as u32 + gs as u32 * 32;
+        let off = (v / bv) * size_of::<B>() as u32;
+        let gi = ((v % bv) / 32) as usize;
+        // SAFETY: as in `product_nt`.
+        let blk = |i: usize| unsafe { SharedTables::at(rows[i] + off, c.tables(), B::WTYPE) };
+        let (q0, s0) = (B::frag_q_in(blk(0), gi, tc), B::group_scales_in(blk(0), gi));
+        let (q1, s1) = (B::frag_q_in(blk(1), gi, tc), B::group_scales_in(blk(1), gi));
+        af[gs] = [q0[0], q1[0], q0[1], q1[1]];
+        da[gs] = [[s0[0], s1[0]], [s0[1], s1[1]]];
+    });
+    let live = c.tile.n_cols.div_ceil(8);
+    unroll!(nt in [0, 1, 2, 3, 4, 5, 6, 7] {
+        if (nt as u32) < live {
+            let c0 = 8 * nt as u32;
+            // The activation scales of the lane's columns c0 + 2 t + k, the four groups' in
+            // one 16-byte load per column.
+            let db = [0, 1].map(|k| {
+                // SAFETY: column < 64 inside the step's activation buffer, 16-byte aligned.
+                unsafe { ld4(acts + (c0 + 2 * tc + k) * ROW) }
+            });
+            let a = &mut acc[nt / 4][nt % 4];
+            unroll!(gs in [0, 1, 2, 3] {
+                let g = gs as u32;
+                let bf = if B::FRAG_PAIRS {
+                    // SAFETY: column < 64 of the step's activation blocks, 8-byte aligned.
+                    unsafe { ld_shared_v2_u32(acts + (c0 + gr) * ROW + 16 + g * 32 + 8 * tc) }
+                } else {
+                    // SAFETY: column < 64 of the step's activation blocks, 16-byte aligned.
+                    unsafe {
+                        ldmatrix_x2(acts + (c0 + lane % 8) * ROW + 16 + g * 32 + ((lane / 8) % 2) * 16)
+                    }
+                };
+                let dbn = [db[0][gs], db[1][gs]];
+                if sixteen {
+                    let lo = mma_m16n8k32_s8(af[gs].map(|a| a & first_half), bf, MAGIC);
+                    let hi = mma_m16n8k32_s8(af[gs].map(|a| a & !first_half), bf, MAGIC);
+                    unroll!(i in [0, 1, 2, 3] {
+                        a[i] = mmq_step_16_magic(a[i], lo[i], hi[i], da[gs][0][i / 2], da[gs][1][i / 2], dbn[i % 2]);
+                    });
+                } else {
+                    let m = mma_m16n8k32_s8(af[gs], bf, MAGIC);
+                    unroll!(i in [0, 1, 2, 3] {
+                        a[i] = mmq_step_32_magic(a[i], m[i], da[gs][0][i / 2], dbn[i % 2]);
+                    });
+                }
+            });
+        }
+    });
 }
 
 /// [`product`] for `NT` live 8-column tiles (1 or 2).

@@ -64,25 +64,26 @@ pub(super) unsafe fn store(p: &MmqParams, c: &Cta, acc: &[[[f32; 4]; 4]; 2]) {
     // Every warp is past its last product: the decoded tiles (or raw stages) are free.
     sync_threads();
     // 1. SwiGLU: both denominators before the divisions (moe_swiglu_quant's order of work).
-    let mut h = [[[0.0f32; 2]; 4]; 2];
-    unroll!(mt in [0, 1] {
-        unroll!(nt in [0, 1, 2, 3] {
-            if (mt as u32) < mts && (nt as u32) < nts {
-                let a = &acc[mt][nt];
-                let den = [swiglu_den(a[0]), swiglu_den(a[1])];
-                h[mt][nt] = [swiglu_div(a[0], den[0], a[2]), swiglu_div(a[1], den[1], a[3])];
-            }
-        });
+    // `h[f]` of fragment f = mt * NT + nt, whose accumulators are `acc[f / 4][f % 4]`
+    // (`MmqPipeShape::acc_slot`).
+    let frag = |mt: usize, nt: usize| mt * nts as usize + nt;
+    let mut h = [[0.0f32; 2]; 8];
+    unroll!(f in [0, 1, 2, 3, 4, 5, 6, 7] {
+        if (f as u32) < mts * nts {
+            let a = &acc[f / 4][f % 4];
+            let den = [swiglu_den(a[0]), swiglu_den(a[1])];
+            h[f] = [swiglu_div(a[0], den[0], a[2]), swiglu_div(a[1], den[1], a[3])];
+        }
     });
     // 2. Each warp's maximum |h| per column: every shuffle before the one branch that stores
     // (all 32 lanes must reach each shuffle).
-    let mut mx = [[0.0f32; 2]; 4];
-    unroll!(nt in [0, 1, 2, 3] {
+    let mut mx = [[0.0f32; 2]; 8];
+    unroll!(nt in [0, 1, 2, 3, 4, 5, 6, 7] {
         unroll!(c2 in [0, 1] {
             if (nt as u32) < nts {
-                let mut m = amax_step(0.0, h[0][nt][c2]);
+                let mut m = amax_step(0.0, h[frag(0, nt)][c2]);
                 if mts == 2 {
-                    m = amax_step(m, h[1][nt][c2]);
+                    m = amax_step(m, h[frag(1, nt)][c2]);
                 }
                 m = amax_merge(m, shfl_xor_f32(m, 4));
                 m = amax_merge(m, shfl_xor_f32(m, 8));
@@ -91,7 +92,7 @@ pub(super) unsafe fn store(p: &MmqParams, c: &Cta, acc: &[[[f32; 4]; 4]; 2]) {
         });
     });
     if gr == 0 {
-        unroll!(nt in [0, 1, 2, 3] {
+        unroll!(nt in [0, 1, 2, 3, 4, 5, 6, 7] {
             unroll!(c2 in [0, 1] {
                 if (nt as u32) < nts {
                     let a = part + (wm * cols + col_of(nt as u32, c2 as u32)) * 4;
@@ -103,7 +104,7 @@ pub(super) unsafe fn store(p: &MmqParams, c: &Cta, acc: &[[[f32; 4]; 4]; 2]) {
     }
     sync_threads();
     // 3. The group's maximum, the lane's int8 values and the group's scale.
-    unroll!(nt in [0, 1, 2, 3] {
+    unroll!(nt in [0, 1, 2, 3, 4, 5, 6, 7] {
         unroll!(c2 in [0, 1] {
             if (nt as u32) < nts {
                 let col = col_of(nt as u32, c2 as u32);
@@ -116,7 +117,7 @@ pub(super) unsafe fn store(p: &MmqParams, c: &Cta, acc: &[[[f32; 4]; 4]; 2]) {
                 unroll!(mt in [0, 1] {
                     if (mt as u32) < mts {
                         let f = wm * 8 * mts + mt as u32 * 8 + gr;
-                        let q = q8_1_quant(h[mt][nt][c2], d_inv);
+                        let q = q8_1_quant(h[frag(mt, nt)][c2], d_inv);
                         // SAFETY: column < 64, feature < 64: inside the staging.
                         unsafe { st_shared_u8(qs + col * QS_ROW + f, q as u8 as u32) };
                     }
