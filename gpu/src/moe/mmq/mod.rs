@@ -202,22 +202,26 @@ unsafe fn store(
     let (wm, wn) = (warp % warps_m, warp / warps_m);
     let (mts, nts) = (shape.mt() as u32, shape.nt() as u32);
     let (gr, tc) = (lane / 4, lane % 4);
-    // Fragment f = mt * NT + nt of the warp, at `acc[f / 4][f % 4]` (`MmqPipeShape::acc_slot`).
-    unroll!(f in [0, 1, 2, 3, 4, 5, 6, 7] {
-        let (mt, nt) = (f as u32 / nts, f as u32 % nts);
-        unroll!(i in [0, 1, 2, 3] {
-            let row = wm * 16 * mts + mt * 16 + gr + 8 * (i as u32 / 2);
-            let col = wn * 8 * nts + nt * 8 + 2 * tc + (i as u32 % 2);
-            if mt < mts && col < tile.n_cols {
-                let c = tile.col_start + col;
-                // SAFETY: c is a row of the activation buffer; out_rows (when given) has
-                // one entry per row; the output row holds n >= row0 + 128 values.
-                unsafe {
-                    let orow = if p.out_rows != 0 { *(p.out_rows as *const u32).add(c as usize) } else { c };
-                    let o = orow as usize * p.out_stride as usize + (row0 + row) as usize;
-                    *(p.out as *mut f32).add(o) = acc[f / 4][f % 4][i];
+    // Fragment (mt, nt) at `acc[a][b]`, `(a, b) = shape.acc_slot(mt, nt)`: the wide and narrow
+    // shapes' `[mt][nt]` (written out, as measured), the tall shape's `[nt / 4][nt % 4]`.
+    let tall = shape == MmqPipeShape::Tall;
+    unroll!(a in [0, 1] {
+        unroll!(b in [0, 1, 2, 3] {
+            let (mt, nt) = if tall { (0, 4 * a as u32 + b as u32) } else { (a as u32, b as u32) };
+            unroll!(i in [0, 1, 2, 3] {
+                let row = wm * 16 * mts + mt * 16 + gr + 8 * (i as u32 / 2);
+                let col = wn * 8 * nts + nt * 8 + 2 * tc + (i as u32 % 2);
+                if mt < mts && nt < nts && col < tile.n_cols {
+                    let c = tile.col_start + col;
+                    // SAFETY: c is a row of the activation buffer; out_rows (when given) has
+                    // one entry per row; the output row holds n >= row0 + 128 values.
+                    unsafe {
+                        let orow = if p.out_rows != 0 { *(p.out_rows as *const u32).add(c as usize) } else { c };
+                        let o = orow as usize * p.out_stride as usize + (row0 + row) as usize;
+                        *(p.out as *mut f32).add(o) = acc[a][b][i];
+                    }
                 }
-            }
+            });
         });
     });
 }

@@ -142,7 +142,15 @@ pub unsafe fn mmq_pipe<B: WeightBlock, const NARROW: bool, const SWIGLU: bool>(p
     if shape.in_registers() {
         // SAFETY: every thread, nothing issued; a register-decoding layout (the loop issues its
         // lead itself).
-        unsafe { regs::k_loop::<B>(p, &c, nk, &mut acc) };
+        // (The tall loop as its own instance, `TALL` from the kernel's const parameter, so that
+        // the narrow kernels are compiled as before it existed.)
+        unsafe {
+            if NARROW {
+                regs::k_loop::<B, false>(p, &c, nk, &mut acc)
+            } else {
+                regs::k_loop::<B, true>(p, &c, nk, &mut acc)
+            }
+        };
     } else {
         // SAFETY: every thread, nothing issued; the decoded tiles of this layout.
         unsafe { tiles::k_loop::<B>(p, &c, nk, &mut acc) };

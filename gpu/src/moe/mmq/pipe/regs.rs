@@ -30,7 +30,7 @@
 
 use super::{Cta, ROW, copy, ld4};
 use crate::formats::{SharedTables, WeightBlock};
-use crate::layout::{MMQ_KSTEP, MmqParams, MmqPipeShape, fused_stage_row_bytes, fused_sub_steps};
+use crate::layout::{MMQ_KSTEP, MmqParams, fused_stage_row_bytes, fused_sub_steps};
 #[cfg(gpu_sm90)]
 use crate::ptx::sync_threads;
 use crate::ptx::{ld_shared_v2_u32, ldmatrix_x2, ldmatrix_x4, mma_m16n8k32_s8, tid_x};
@@ -47,9 +47,10 @@ use crate::quant::{MAGIC, mmq_step_16_magic, mmq_step_32_magic};
 ///
 /// # Safety
 /// Every thread, after `copy::setup` and `Cta::copy_tables`, nothing issued; a shape that
-/// decodes into registers, with `c.sm` its layout for `B`.
+/// decodes into registers, with `c.sm` its layout for `B`; `TALL` exactly when it is the tall
+/// shape.
 #[inline(always)]
-pub(super) unsafe fn k_loop<B: WeightBlock>(
+pub(super) unsafe fn k_loop<B: WeightBlock, const TALL: bool>(
     p: &MmqParams,
     c: &Cta,
     nk: u32,
@@ -84,7 +85,11 @@ pub(super) unsafe fn k_loop<B: WeightBlock>(
         copy::close();
         // SAFETY: step j's weight stage and activations are visible (above).
         unsafe {
-            product::<B, false>(c, j, Resident::STREAMED, acc);
+            if TALL {
+                product_tall::<B>(c, j, acc);
+            } else {
+                product::<B, false>(c, j, Resident::STREAMED, acc);
+            }
             copy::release(c, j);
         }
     }
@@ -115,8 +120,8 @@ impl Resident {
 
 /// The warp's products of K step `j` (narrow shape: rows `16 warp ..`, columns `8 nt + 2 t +
 /// i % 2`), for its count of live 8-column tiles: from the step's raw stage and activation
-/// buffer in the ring, or with `RESIDENT` from where `res` says. The tall shape's: see
-/// [`product_tall`] (streamed only).
+/// buffer in the ring, or with `RESIDENT` from where `res` says. (The tall shape's:
+/// [`product_tall`].)
 ///
 /// # Safety
 /// Step j's weight bytes and activation blocks are written and visible there.
@@ -129,9 +134,6 @@ pub(super) unsafe fn product<B: WeightBlock, const RESIDENT: bool>(
 ) {
     // SAFETY: forwarded contract.
     unsafe {
-        if !RESIDENT && c.shape == MmqPipeShape::Tall {
-            return product_tall::<B>(c, j, acc);
-        }
         match c.tile.n_cols.div_ceil(8) {
             0 => {}
             1 => product_nt::<B, 1, RESIDENT>(c, j, res, acc),
