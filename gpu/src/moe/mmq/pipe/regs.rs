@@ -142,6 +142,37 @@ pub(super) unsafe fn product<B: WeightBlock, const RESIDENT: bool>(
     }
 }
 
+/// The lane's A fragment of group `g` of K step `j` (rows `r0` and `r0 + 8` of its warp, at
+/// `rows` in the stage: `[q0[0], q1[0], q0[1], q1[1]]`) and the two rows' weight scales
+/// `[half][row]` (one half for the 32-value scale types).
+///
+/// # Safety
+/// The rows' blocks of the step are copied into their slots (whole blocks per stage), 2-byte
+/// aligned as B needs, and visible; the type's tables copied in the prologue, visible since the
+/// first barrier.
+#[inline(always)]
+unsafe fn group_frag<B: WeightBlock>(
+    c: &Cta,
+    rows: [u32; 2],
+    j: u32,
+    g: u32,
+    tc: u32,
+) -> ([u32; 4], [[f32; 2]; 2]) {
+    let sub = fused_sub_steps(B::WTYPE) as u32;
+    let bv = B::WTYPE.block_values() as u32;
+    let v = (j % sub) * MMQ_KSTEP as u32 + g * 32;
+    let off = (v / bv) * size_of::<B>() as u32;
+    let gi = ((v % bv) / 32) as usize;
+    // SAFETY: the contract; read by explicit shared loads.
+    let blk = |i: usize| unsafe { SharedTables::at(rows[i] + off, c.tables(), B::WTYPE) };
+    let (q0, s0) = (B::frag_q_in(blk(0), gi, tc), B::group_scales_in(blk(0), gi));
+    let (q1, s1) = (B::frag_q_in(blk(1), gi, tc), B::group_scales_in(blk(1), gi));
+    (
+        [q0[0], q1[0], q0[1], q1[1]],
+        [[s0[0], s1[0]], [s0[1], s1[1]]],
+    )
+}
+
 /// The tall shape's products of K step `j` (streamed: rows `16 warp ..`, all 64 columns of
 /// the tile, fragment `nt` at `acc[nt / 4][nt % 4]`): the lane's A fragments and weight scales
 /// of the step's four groups first, then each live block of 16 columns (two 8-column tiles)
@@ -173,15 +204,8 @@ unsafe fn product_tall<B: WeightBlock>(c: &Cta, j: u32, acc: &mut [[[f32; 4]; 4]
     let mut af = [[0u32; 4]; 4];
     let mut da = [[[0.0f32; 2]; 2]; 4];
     unroll!(gs in [0, 1, 2, 3] {
-        let v = (j % sub) * MMQ_KSTEP as u32 + gs as u32 * 32;
-        let off = (v / bv) * size_of::<B>() as u32;
-        let gi = ((v % bv) / 32) as usize;
-        // SAFETY: as in `product_nt`.
-        let blk = |i: usize| unsafe { SharedTables::at(rows[i] + off, c.tables(), B::WTYPE) };
-        let (q0, s0) = (B::frag_q_in(blk(0), gi, tc), B::group_scales_in(blk(0), gi));
-        let (q1, s1) = (B::frag_q_in(blk(1), gi, tc), B::group_scales_in(blk(1), gi));
-        af[gs] = [q0[0], q1[0], q0[1], q1[1]];
-        da[gs] = [[s0[0], s1[0]], [s0[1], s1[1]]];
+        // SAFETY: the step's stage (the contract).
+        (af[gs], da[gs]) = unsafe { group_frag::<B>(c, rows, j, gs as u32, tc) };
     });
     let live = c.tile.n_cols.div_ceil(8);
     unroll!(nt in [0, 1, 2, 3, 4, 5, 6, 7] {
@@ -279,16 +303,8 @@ unsafe fn product_nt<B: WeightBlock, const NT: usize, const RESIDENT: bool>(
     // memory).
     unroll!(gs in [0, 1, 2, 3] {
         let g = gs as u32;
-        let v = (j % sub) * MMQ_KSTEP as u32 + g * 32;
-        let off = (v / bv) * size_of::<B>() as u32;
-        let gi = ((v % bv) / 32) as usize;
-        // SAFETY: the block was copied into the row's slot (whole blocks per stage), 2-byte
-        // aligned as B needs; read by explicit shared loads; the type's tables copied in the
-        // prologue, visible since the first barrier.
-        let blk = |i: usize| unsafe { SharedTables::at(rows[i] + off, c.tables(), B::WTYPE) };
-        let (q0, s0) = (B::frag_q_in(blk(0), gi, tc), B::group_scales_in(blk(0), gi));
-        let (q1, s1) = (B::frag_q_in(blk(1), gi, tc), B::group_scales_in(blk(1), gi));
-        let af = [q0[0], q1[0], q0[1], q1[1]];
+        // SAFETY: the step's stage (the contract).
+        let (af, das) = unsafe { group_frag::<B>(c, rows, j, g, tc) };
         let bf = if B::FRAG_PAIRS {
             // The A fragment's K order (values 8 t .. 8 t + 7 of the group in lane t): each
             // live tile's column 8 nt + gr, its 8 bytes at 8 t of the group.
@@ -316,13 +332,13 @@ unsafe fn product_nt<B: WeightBlock, const NT: usize, const RESIDENT: bool>(
                 if sixteen {
                     let lo = mma_m16n8k32_s8(af.map(|a| a & first_half), bf[nt], MAGIC);
                     let hi = mma_m16n8k32_s8(af.map(|a| a & !first_half), bf[nt], MAGIC);
-                    let (da0, da1) = ([s0[0], s1[0]], [s0[1], s1[1]]);
+                    let (da0, da1) = (das[0], das[1]);
                     unroll!(i in [0, 1, 2, 3] {
                         a[i] = mmq_step_16_magic(a[i], lo[i], hi[i], da0[i / 2], da1[i / 2], dbn[i % 2]);
                     });
                 } else {
                     let m = mma_m16n8k32_s8(af, bf[nt], MAGIC);
-                    let da = [s0[0], s1[0]];
+                    let da = das[0];
                     unroll!(i in [0, 1, 2, 3] {
                         a[i] = mmq_step_32_magic(a[i], m[i], da[i / 2], dbn[i % 2]);
                     });
