@@ -88,6 +88,14 @@ impl MmqPipeShape {
         (f / 4, f % 4)
     }
 
+    /// The fragment `(mt, nt)` whose accumulators are at `[a][b]`: [`MmqPipeShape::acc_slot`]'s
+    /// inverse for the warp's fragments (`mt < mt()`, `nt < nt()`); a slot no fragment uses
+    /// gives an `mt` or `nt` out of those bounds.
+    pub const fn slot_frag(self, a: usize, b: usize) -> (usize, usize) {
+        let f = 4 * a + b;
+        (f / self.nt(), f % self.nt())
+    }
+
     /// Whether this shape decodes its weights straight into each warp's `mma` A fragments
     /// (`WeightBlock::frag_q_in`, gpu/src/moe/mmq/pipe/regs.rs) instead of into a shared decoded
     /// tile: the narrow and tall ones, every type. A narrow warp owns its 16 weight rows, so each value is

@@ -96,10 +96,22 @@ fn shapes_cover_the_tile_with_eight_warps() {
             for nt in 0..shape.nt() {
                 let (a, b) = shape.acc_slot(mt, nt);
                 assert!(!seen[a][b], "{shape:?}");
+                assert_eq!(shape.slot_frag(a, b), (mt, nt), "{shape:?}");
                 seen[a][b] = true;
                 if shape == MmqPipeShape::Wide {
                     assert_eq!((a, b), (mt, nt));
                 }
+            }
+        }
+        // A slot no fragment uses names a fragment out of the warp's bounds (store skips it).
+        for (a, row) in seen.iter().enumerate() {
+            for (b, &used) in row.iter().enumerate() {
+                let (mt, nt) = shape.slot_frag(a, b);
+                assert_eq!(
+                    used,
+                    mt < shape.mt() && nt < shape.nt(),
+                    "{shape:?} {a} {b}"
+                );
             }
         }
     }

@@ -202,12 +202,11 @@ unsafe fn store(
     let (wm, wn) = (warp % warps_m, warp / warps_m);
     let (mts, nts) = (shape.mt() as u32, shape.nt() as u32);
     let (gr, tc) = (lane / 4, lane % 4);
-    // Fragment (mt, nt) at `acc[a][b]`, `(a, b) = shape.acc_slot(mt, nt)`: the wide and narrow
-    // shapes' `[mt][nt]` (written out, as measured), the tall shape's `[nt / 4][nt % 4]`.
-    let tall = shape == MmqPipeShape::Tall;
+    // Each accumulator slot `acc[a][b]` and its fragment (`MmqPipeShape::slot_frag`).
     unroll!(a in [0, 1] {
         unroll!(b in [0, 1, 2, 3] {
-            let (mt, nt) = if tall { (0, 4 * a as u32 + b as u32) } else { (a as u32, b as u32) };
+            let (mt, nt) = shape.slot_frag(a, b);
+            let (mt, nt) = (mt as u32, nt as u32);
             unroll!(i in [0, 1, 2, 3] {
                 let row = wm * 16 * mts + mt * 16 + gr + 8 * (i as u32 / 2);
                 let col = wn * 8 * nts + nt * 8 + 2 * tc + (i as u32 % 2);

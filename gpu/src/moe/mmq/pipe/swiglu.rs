@@ -64,9 +64,11 @@ pub(super) unsafe fn store(p: &MmqParams, c: &Cta, acc: &[[[f32; 4]; 4]; 2]) {
     // Every warp is past its last product: the decoded tiles (or raw stages) are free.
     sync_threads();
     // 1. SwiGLU: both denominators before the divisions (moe_swiglu_quant's order of work).
-    // `h[f]` of fragment f = mt * NT + nt, whose accumulators are `acc[f / 4][f % 4]`
-    // (`MmqPipeShape::acc_slot`).
-    let frag = |mt: usize, nt: usize| mt * nts as usize + nt;
+    // `h[4 a + b]` of the fragment whose accumulators are `acc[a][b]` (`MmqPipeShape::acc_slot`).
+    let frag = |mt: usize, nt: usize| {
+        let (a, b) = shape.acc_slot(mt, nt);
+        4 * a + b
+    };
     let mut h = [[0.0f32; 2]; 8];
     unroll!(f in [0, 1, 2, 3, 4, 5, 6, 7] {
         if (f as u32) < mts * nts {
