@@ -205,7 +205,7 @@ pub struct MmqPipeSmem {
 }
 
 impl MmqPipeSmem {
-    /// The wide shape's layout.
+    /// The layout of `w`'s 64-column kernel (its shape: [`MmqPipeShape::wide_of`]).
     pub const fn new(w: WType) -> MmqPipeSmem {
         Self::of(w, MmqPipeShape::wide_of(w))
     }
