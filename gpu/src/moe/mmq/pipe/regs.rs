@@ -188,7 +188,6 @@ unsafe fn product_tall<B: WeightBlock>(c: &Cta, j: u32, acc: &mut [[[f32; 4]; 4]
     let (gr, tc) = (lane / 4, lane % 4);
     let sub = fused_sub_steps(B::WTYPE) as u32;
     let srb = fused_stage_row_bytes(B::WTYPE) as u64;
-    let bv = B::WTYPE.block_values() as u32;
     let sixteen = B::WTYPE.scale_values() == 16;
     const { assert!(B::FRAG_PAIRS || B::WTYPE.scale_values() != 16) };
     let first_half = if tc < 2 { u32::MAX } else { 0 };
@@ -263,7 +262,6 @@ unsafe fn product_nt<B: WeightBlock, const NT: usize, const RESIDENT: bool>(
     let (gr, tc) = (lane / 4, lane % 4);
     let sub = fused_sub_steps(B::WTYPE) as u32;
     let srb = fused_stage_row_bytes(B::WTYPE) as u64;
-    let bv = B::WTYPE.block_values() as u32;
     let sixteen = B::WTYPE.scale_values() == 16;
     // A 16-value scale's halves in K pairs: lanes 0 and 1 hold values 0..16, lanes 2 and 3
     // values 16..32, so each half's sum is an `m16n8k32` with the other lanes' A words zeroed.
