@@ -142,6 +142,30 @@ pub(super) unsafe fn product<B: WeightBlock, const RESIDENT: bool>(
     }
 }
 
+/// Where the lane's two rows (`16 warp + g` and `+ 8`) of K step `j` start in shared memory:
+/// in the step's raw stage (each row's window starts 16-byte aligned: `Cta::stage_row`,
+/// written out with `raw` hoisted out of the two rows; calling it moves address arithmetic in
+/// the narrow kernels' PTX, and this form is the measured one), or with `RESIDENT` the row's
+/// bytes from its start at `res`, the stage `j / sub` of them.
+#[inline(always)]
+fn lane_rows<B: WeightBlock, const RESIDENT: bool>(c: &Cta, j: u32, res: Resident) -> [u32; 2] {
+    let lane = tid_x() % 32;
+    let warp = tid_x() / 32;
+    let sub = fused_sub_steps(B::WTYPE) as u32;
+    let srb = fused_stage_row_bytes(B::WTYPE) as u64;
+    let raw = c.raw(j, sub);
+    let row = |r: u32| {
+        if RESIDENT {
+            res.rows + r * res.row_bytes + (j / sub) * srb as u32
+        } else {
+            let src = c.row_addr(r) + (j / sub) as u64 * srb;
+            raw + r * c.sm.slot as u32 + (src & 15) as u32
+        }
+    };
+    let r0 = 16 * warp + lane / 4;
+    [row(r0), row(r0 + 8)]
+}
+
 /// The lane's A fragment of group `g` of K step `j` (rows `r0` and `r0 + 8` of its warp, at
 /// `rows` in the stage: `[q0[0], q1[0], q0[1], q1[1]]`) and the two rows' weight scales
 /// `[half][row]` (one half for the 32-value scale types).
@@ -184,21 +208,12 @@ unsafe fn group_frag<B: WeightBlock>(
 #[inline(always)]
 unsafe fn product_tall<B: WeightBlock>(c: &Cta, j: u32, acc: &mut [[[f32; 4]; 4]; 2]) {
     let lane = tid_x() % 32;
-    let warp = tid_x() / 32;
     let (gr, tc) = (lane / 4, lane % 4);
-    let sub = fused_sub_steps(B::WTYPE) as u32;
-    let srb = fused_stage_row_bytes(B::WTYPE) as u64;
     let sixteen = B::WTYPE.scale_values() == 16;
     const { assert!(B::FRAG_PAIRS || B::WTYPE.scale_values() != 16) };
     let first_half = if tc < 2 { u32::MAX } else { 0 };
-    let raw = c.raw(j, sub);
     let acts = c.acts(j);
-    let row = |r: u32| {
-        let src = c.row_addr(r) + (j / sub) as u64 * srb;
-        raw + r * c.sm.slot as u32 + (src & 15) as u32
-    };
-    let r0 = 16 * warp + gr;
-    let rows = [row(r0), row(r0 + 8)];
+    let rows = lane_rows::<B, false>(c, j, Resident::STREAMED);
     // The four groups' A fragments and scales `[group][half][row]`.
     let mut af = [[0u32; 4]; 4];
     let mut da = [[[0.0f32; 2]; 2]; 4];
@@ -258,35 +273,18 @@ unsafe fn product_nt<B: WeightBlock, const NT: usize, const RESIDENT: bool>(
     acc: &mut [[[f32; 4]; 4]; 2],
 ) {
     let lane = tid_x() % 32;
-    let warp = tid_x() / 32;
     let (gr, tc) = (lane / 4, lane % 4);
-    let sub = fused_sub_steps(B::WTYPE) as u32;
-    let srb = fused_stage_row_bytes(B::WTYPE) as u64;
     let sixteen = B::WTYPE.scale_values() == 16;
     // A 16-value scale's halves in K pairs: lanes 0 and 1 hold values 0..16, lanes 2 and 3
     // values 16..32, so each half's sum is an `m16n8k32` with the other lanes' A words zeroed.
     const { assert!(B::FRAG_PAIRS || B::WTYPE.scale_values() != 16) };
     let first_half = if tc < 2 { u32::MAX } else { 0 };
-    let raw = c.raw(j, sub);
     let acts = if RESIDENT {
         res.acts + j * res.acts_bytes
     } else {
         c.acts(j)
     };
-    // The lane's rows' bytes in the stage (each row's window starts 16-byte aligned):
-    // `Cta::stage_row`, written out with `raw` hoisted out of the two rows (calling it here
-    // moves address arithmetic in the narrow kernels' PTX; this form is the measured one).
-    // Resident: the row's bytes from its start, the stage `j / sub` of them.
-    let row = |r: u32| {
-        if RESIDENT {
-            res.rows + r * res.row_bytes + (j / sub) * srb as u32
-        } else {
-            let src = c.row_addr(r) + (j / sub) as u64 * srb;
-            raw + r * c.sm.slot as u32 + (src & 15) as u32
-        }
-    };
-    let r0 = 16 * warp + gr;
-    let rows = [row(r0), row(r0 + 8)];
+    let rows = lane_rows::<B, RESIDENT>(c, j, res);
     // The activation scales of the lane's columns 8 nt + 2 t + h, all four groups' in one
     // 16-byte load per column (a D4 block's first 16 bytes).
     let mut db = [[0.0f32; 4]; 4];
