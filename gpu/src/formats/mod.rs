@@ -13,10 +13,12 @@ use crate::tables::KSIGNS_IQ2XS;
 
 mod iq;
 mod lookup;
+mod q2_0;
 mod words;
 #[cfg(target_arch = "nvptx64")]
 pub use lookup::SharedTables;
 pub use lookup::lookup_table_word;
+pub use q2_0::{q2_0_dev_expand2, q2_0_shuffle, to_device_layout};
 use words::iq4_nl_table;
 pub use words::{
     apply_signs4, byte_perm, iq2_signed_values, iq4_nl_values4, q2_0_expand, q2_0_expand2_u16,
@@ -24,7 +26,8 @@ pub use words::{
 };
 
 /// THE list of weight formats: one row per type, as ggml's `mmq_type_traits` table - the
-/// `WType` variant, its block struct (`gpu::layout`), and the names of its kernels: the MMQ
+/// `WType` variant, the block struct its kernels decode (`gpu::layout`: the file's, or its
+/// device layout where the host converts the tensor on upload, [`to_device_layout`]), and the names of its kernels: the MMQ
 /// gate/up and down products and the pipelined MMQ products, wide and narrow, each also as a
 /// gate/up product with the SwiGLU + q8_1 epilogue (gpu/src/moe/mmq/), the fused expert
 /// kernels with this type as gate/up, 32- and 64-row tiles (gpu/src/moe/fused/), and the
@@ -40,7 +43,7 @@ macro_rules! for_each_format {
     ($m:ident) => {
         $m! {
             (Q8_0, BlockQ8_0, moe_gate_up_q8_0_mmq, moe_down_q8_0_mmq, moe_experts_q8_0_fused, moe_experts_q8_0_fused_wide, moe_mmq_pipe_q8_0, moe_mmq_narrow_q8_0, moe_mmq_pipe_swiglu_q8_0, moe_mmq_narrow_swiglu_q8_0, moe_ws_q8_0_c16, moe_ws_q8_0_c32, moe_ws_q8_0_c64, moe_ws_q8_0_c16_fast, moe_ws_q8_0_c32_fast),
-            (Q2_0, BlockQ2_0, moe_gate_up_q2_0_mmq, moe_down_q2_0_mmq, moe_experts_q2_0_fused, moe_experts_q2_0_fused_wide, moe_mmq_pipe_q2_0, moe_mmq_narrow_q2_0, moe_mmq_pipe_swiglu_q2_0, moe_mmq_narrow_swiglu_q2_0, moe_ws_q2_0_c16, moe_ws_q2_0_c32, moe_ws_q2_0_c64, moe_ws_q2_0_c16_fast, moe_ws_q2_0_c32_fast),
+            (Q2_0, BlockQ2_0Dev, moe_gate_up_q2_0_mmq, moe_down_q2_0_mmq, moe_experts_q2_0_fused, moe_experts_q2_0_fused_wide, moe_mmq_pipe_q2_0, moe_mmq_narrow_q2_0, moe_mmq_pipe_swiglu_q2_0, moe_mmq_narrow_swiglu_q2_0, moe_ws_q2_0_c16, moe_ws_q2_0_c32, moe_ws_q2_0_c64, moe_ws_q2_0_c16_fast, moe_ws_q2_0_c32_fast),
             (Iq4Nl, BlockIq4Nl, moe_gate_up_iq4_nl_mmq, moe_down_iq4_nl_mmq, moe_experts_iq4_nl_fused, moe_experts_iq4_nl_fused_wide, moe_mmq_pipe_iq4_nl, moe_mmq_narrow_iq4_nl, moe_mmq_pipe_swiglu_iq4_nl, moe_mmq_narrow_swiglu_iq4_nl, moe_ws_iq4_nl_c16, moe_ws_iq4_nl_c32, moe_ws_iq4_nl_c64, moe_ws_iq4_nl_c16_fast, moe_ws_iq4_nl_c32_fast),
             (Iq2Xxs, BlockIq2Xxs, moe_gate_up_iq2_xxs_mmq, moe_down_iq2_xxs_mmq, moe_experts_iq2_xxs_fused, moe_experts_iq2_xxs_fused_wide, moe_mmq_pipe_iq2_xxs, moe_mmq_narrow_iq2_xxs, moe_mmq_pipe_swiglu_iq2_xxs, moe_mmq_narrow_swiglu_iq2_xxs, moe_ws_iq2_xxs_c16, moe_ws_iq2_xxs_c32, moe_ws_iq2_xxs_c64, moe_ws_iq2_xxs_c16_fast, moe_ws_iq2_xxs_c32_fast),
             (Iq2Xs, BlockIq2Xs, moe_gate_up_iq2_xs_mmq, moe_down_iq2_xs_mmq, moe_experts_iq2_xs_fused, moe_experts_iq2_xs_fused_wide, moe_mmq_pipe_iq2_xs, moe_mmq_narrow_iq2_xs, moe_mmq_pipe_swiglu_iq2_xs, moe_mmq_narrow_swiglu_iq2_xs, moe_ws_iq2_xs_c16, moe_ws_iq2_xs_c32, moe_ws_iq2_xs_c64, moe_ws_iq2_xs_c16_fast, moe_ws_iq2_xs_c32_fast),

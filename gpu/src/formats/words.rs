@@ -79,7 +79,7 @@ pub fn byte_perm(a: u32, b: u32, sel: u32) -> u32 {
 }
 
 /// The Q2_0 levels as a `prmt` table: byte c is c - 1.
-const Q2_0_LEVELS: u32 = 0x0201_00ff;
+pub(super) const Q2_0_LEVELS: u32 = 0x0201_00ff;
 
 /// Four Q2_0 bytes (little-endian in `x`) -> four words of int8 `c - 1`: word j is
 /// [`q2_0_expand`] of byte j. The codes are spread to one per nibble (two bytes at a time: the

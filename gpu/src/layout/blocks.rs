@@ -45,6 +45,18 @@ pub struct BlockQ2_0 {
     pub qs: [u8; 16],
 }
 
+/// Q2_0 as the kernels read it (its device layout): [`BlockQ2_0`]'s bytes with the 8 codes of
+/// each 16-bit word of `qs` (values `8 p .. 8 p + 7` of the block, code i in bits `2 i ..`)
+/// reordered so that value `8 p + 4 w + m` sits in bits `4 m + 2 w ..` of word p: each of the
+/// word's two groups of 4 values is one mask and one `prmt` away from its int8 word
+/// (gpu/src/formats/q2_0.rs). The host converts every Q2_0 tensor once, as it uploads it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(C)]
+pub struct BlockQ2_0Dev {
+    pub d: u16,
+    pub qs: [u8; 16],
+}
+
 /// IQ4_NL: 32 values; byte j: low nibble -> element j, high nibble -> element j + 16; value
 /// `d * KVALUES_IQ4NL[nibble]`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -108,6 +120,7 @@ host_pod!(
     BlockQ8_1Mmq,
     BlockQ8_0,
     BlockQ2_0,
+    BlockQ2_0Dev,
     BlockIq4Nl,
     BlockIq2Xxs,
     BlockIq2Xs,
@@ -123,6 +136,7 @@ pub const Q8_1_MMQ_BYTES: usize = size_of::<BlockQ8_1Mmq>();
 pub const Q8_1_MMQ_PIECES: usize = Q8_1_MMQ_BYTES / 16;
 const _: () = assert!(size_of::<BlockQ8_0>() == 34);
 const _: () = assert!(size_of::<BlockQ2_0>() == 18);
+const _: () = assert!(size_of::<BlockQ2_0Dev>() == 18);
 const _: () = assert!(size_of::<BlockIq4Nl>() == 18);
 const _: () = assert!(size_of::<BlockIq2Xxs>() == 66);
 const _: () = assert!(size_of::<BlockIq2Xs>() == 74);

@@ -2,8 +2,12 @@
 
 use cudarc::driver::CudaSlice;
 
+use gpu::formats::to_device_layout;
+
 use crate::device::{Gpu, dptr};
 use crate::error::Result;
+use crate::formats::ExpertTensor;
+use crate::par::par_chunks_mut;
 use crate::problem::{GateUp, LayerWeights, MoeShape};
 
 /// Bytes every weight buffer is readable past its end: the fused path copies each row's stage
@@ -37,24 +41,29 @@ pub struct LayerPtrs {
 
 impl DeviceLayer {
     /// Copies the layer's weights to the device once (each buffer followed by
-    /// [`WEIGHT_TAIL_BYTES`] zero bytes).
+    /// [`WEIGHT_TAIL_BYTES`] zero bytes), each tensor in its type's device layout
+    /// (`gpu::formats::to_device_layout`: Q2_0's codes reordered, the others as in the file).
     pub fn upload(gpu: &Gpu, w: &LayerWeights, shape: &MoeShape) -> Result<Self> {
         w.check(shape)?;
-        let up_tail = |data: &[u8]| -> Result<CudaSlice<u8>> {
+        let up_tail = |t: &ExpertTensor| -> Result<CudaSlice<u8>> {
+            let data = t.data;
             let mut v = Vec::with_capacity(data.len() + WEIGHT_TAIL_BYTES);
             v.extend_from_slice(data);
+            // Whole blocks per chunk: every tensor is whole blocks from its start.
+            let chunk = t.wtype.block_bytes() * 4096;
+            par_chunks_mut(&mut v, chunk, |_, c| to_device_layout(t.wtype, c));
             v.resize(data.len() + WEIGHT_TAIL_BYTES, 0);
             gpu.upload(&v)
         };
         let (gate, up) = match &w.gate_up {
-            GateUp::Separate { gate, up } => (up_tail(gate.data)?, Some(up_tail(up.data)?)),
-            GateUp::Merged(t) => (up_tail(t.data)?, None),
+            GateUp::Separate { gate, up } => (up_tail(gate)?, Some(up_tail(up)?)),
+            GateUp::Merged(t) => (up_tail(t)?, None),
         };
         Ok(DeviceLayer {
             shape: *shape,
             gate,
             up,
-            down: up_tail(w.down.data)?,
+            down: up_tail(&w.down)?,
         })
     }
 

@@ -21,9 +21,9 @@ mod mma;
 
 use crate::formats::WeightBlock;
 use crate::layout::{
-    BlockIq2S, BlockIq2Xs, BlockIq2Xxs, BlockIq3S, BlockIq3Xxs, BlockIq4Nl, BlockQ2_0, BlockQ8_0,
-    FUSED_COL_UNIT, FUSED_FFN_PASS, FUSED_ROWS, FusedParams, FusedSmem, MMQ_KSTEP, MmqTile,
-    Q8_1_MMQ_BYTES, WType, fused_sub_steps,
+    BlockIq2S, BlockIq2Xs, BlockIq2Xxs, BlockIq3S, BlockIq3Xxs, BlockIq4Nl, BlockQ2_0Dev,
+    BlockQ8_0, FUSED_COL_UNIT, FUSED_FFN_PASS, FUSED_ROWS, FusedParams, FusedSmem, MMQ_KSTEP,
+    MmqTile, Q8_1_MMQ_BYTES, WType, fused_sub_steps,
 };
 use crate::ptx::{cp_async_commit, cp_async_wait, ctaid_x, smem_base, sync_threads, tid_x};
 use load::{Stage, decode_step, issue_stage, row_src};
@@ -164,7 +164,7 @@ unsafe fn dispatch<G: WeightBlock, const NT: usize>(p: &FusedParams) {
     // plan refuses it first).
     unsafe {
         match WType::from_id(p.down_type) {
-            Some(WType::Q2_0) => experts::<G, BlockQ2_0, NT>(p),
+            Some(WType::Q2_0) => experts::<G, BlockQ2_0Dev, NT>(p),
             Some(WType::Iq4Nl) => experts::<G, BlockIq4Nl, NT>(p),
             Some(WType::Q8_0) => experts::<G, BlockQ8_0, NT>(p),
             _ => {}
