@@ -41,7 +41,9 @@ impl WeightBlock for BlockIq2Xxs {
     }
     #[inline(always)]
     fn group_scales_in<R: BlockBytes>(b: R, g: usize) -> [f32; 2] {
-        let s = b.u8(QS + 8 * (g & 7) + 7) >> 4;
+        // The top nibble of the group's sign word, from the 16-bit load of it that the
+        // fragment's signs already make.
+        let s = b.u16(QS + 8 * (g & 7) + 6) >> 12;
         // d * (0.5 + s) * 0.25 == d / 8 * (2 s + 1), exactly (16-bit product); d / 8 is the
         // same for every group of the block.
         let v = d_of(b) * 0.125 * (2 * s + 1) as f32;
