@@ -11,14 +11,17 @@ use crate::layout::{BlockIq4Nl, BlockQ2_0, BlockQ8_0, WType};
 use crate::quant::f16_scale_to_f32;
 use crate::tables::KSIGNS_IQ2XS;
 
+mod device;
 mod iq;
 mod lookup;
-mod q2_0;
 mod words;
+pub use device::{
+    iq4_nl_dev_word, iq4_nl_dev_words, iq4_nl_unshuffle, q2_0_dev_expand2, q2_0_shuffle,
+    to_device_layout,
+};
 #[cfg(target_arch = "nvptx64")]
 pub use lookup::SharedTables;
 pub use lookup::lookup_table_word;
-pub use q2_0::{q2_0_dev_expand2, q2_0_shuffle, to_device_layout};
 use words::iq4_nl_table;
 pub use words::{
     apply_signs4, byte_perm, iq2_signed_values, iq4_nl_values4, q2_0_expand, q2_0_expand2_u16,
@@ -44,7 +47,7 @@ macro_rules! for_each_format {
         $m! {
             (Q8_0, BlockQ8_0, moe_gate_up_q8_0_mmq, moe_down_q8_0_mmq, moe_experts_q8_0_fused, moe_experts_q8_0_fused_wide, moe_mmq_pipe_q8_0, moe_mmq_narrow_q8_0, moe_mmq_pipe_swiglu_q8_0, moe_mmq_narrow_swiglu_q8_0, moe_ws_q8_0_c16, moe_ws_q8_0_c32, moe_ws_q8_0_c64, moe_ws_q8_0_c16_fast, moe_ws_q8_0_c32_fast),
             (Q2_0, BlockQ2_0Dev, moe_gate_up_q2_0_mmq, moe_down_q2_0_mmq, moe_experts_q2_0_fused, moe_experts_q2_0_fused_wide, moe_mmq_pipe_q2_0, moe_mmq_narrow_q2_0, moe_mmq_pipe_swiglu_q2_0, moe_mmq_narrow_swiglu_q2_0, moe_ws_q2_0_c16, moe_ws_q2_0_c32, moe_ws_q2_0_c64, moe_ws_q2_0_c16_fast, moe_ws_q2_0_c32_fast),
-            (Iq4Nl, BlockIq4Nl, moe_gate_up_iq4_nl_mmq, moe_down_iq4_nl_mmq, moe_experts_iq4_nl_fused, moe_experts_iq4_nl_fused_wide, moe_mmq_pipe_iq4_nl, moe_mmq_narrow_iq4_nl, moe_mmq_pipe_swiglu_iq4_nl, moe_mmq_narrow_swiglu_iq4_nl, moe_ws_iq4_nl_c16, moe_ws_iq4_nl_c32, moe_ws_iq4_nl_c64, moe_ws_iq4_nl_c16_fast, moe_ws_iq4_nl_c32_fast),
+            (Iq4Nl, BlockIq4NlDev, moe_gate_up_iq4_nl_mmq, moe_down_iq4_nl_mmq, moe_experts_iq4_nl_fused, moe_experts_iq4_nl_fused_wide, moe_mmq_pipe_iq4_nl, moe_mmq_narrow_iq4_nl, moe_mmq_pipe_swiglu_iq4_nl, moe_mmq_narrow_swiglu_iq4_nl, moe_ws_iq4_nl_c16, moe_ws_iq4_nl_c32, moe_ws_iq4_nl_c64, moe_ws_iq4_nl_c16_fast, moe_ws_iq4_nl_c32_fast),
             (Iq2Xxs, BlockIq2Xxs, moe_gate_up_iq2_xxs_mmq, moe_down_iq2_xxs_mmq, moe_experts_iq2_xxs_fused, moe_experts_iq2_xxs_fused_wide, moe_mmq_pipe_iq2_xxs, moe_mmq_narrow_iq2_xxs, moe_mmq_pipe_swiglu_iq2_xxs, moe_mmq_narrow_swiglu_iq2_xxs, moe_ws_iq2_xxs_c16, moe_ws_iq2_xxs_c32, moe_ws_iq2_xxs_c64, moe_ws_iq2_xxs_c16_fast, moe_ws_iq2_xxs_c32_fast),
             (Iq2Xs, BlockIq2Xs, moe_gate_up_iq2_xs_mmq, moe_down_iq2_xs_mmq, moe_experts_iq2_xs_fused, moe_experts_iq2_xs_fused_wide, moe_mmq_pipe_iq2_xs, moe_mmq_narrow_iq2_xs, moe_mmq_pipe_swiglu_iq2_xs, moe_mmq_narrow_swiglu_iq2_xs, moe_ws_iq2_xs_c16, moe_ws_iq2_xs_c32, moe_ws_iq2_xs_c64, moe_ws_iq2_xs_c16_fast, moe_ws_iq2_xs_c32_fast),
             (Iq2S, BlockIq2S, moe_gate_up_iq2_s_mmq, moe_down_iq2_s_mmq, moe_experts_iq2_s_fused, moe_experts_iq2_s_fused_wide, moe_mmq_pipe_iq2_s, moe_mmq_narrow_iq2_s, moe_mmq_pipe_swiglu_iq2_s, moe_mmq_narrow_swiglu_iq2_s, moe_ws_iq2_s_c16, moe_ws_iq2_s_c32, moe_ws_iq2_s_c64, moe_ws_iq2_s_c16_fast, moe_ws_iq2_s_c32_fast),

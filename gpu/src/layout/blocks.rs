@@ -49,7 +49,7 @@ pub struct BlockQ2_0 {
 /// each 16-bit word of `qs` (values `8 p .. 8 p + 7` of the block, code i in bits `2 i ..`)
 /// reordered so that value `8 p + 4 w + m` sits in bits `4 m + 2 w ..` of word p: each of the
 /// word's two groups of 4 values is one mask and one `prmt` away from its int8 word
-/// (gpu/src/formats/q2_0.rs). The host converts every Q2_0 tensor once, as it uploads it.
+/// (gpu/src/formats/device.rs). The host converts every Q2_0 tensor once, as it uploads it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[repr(C)]
 pub struct BlockQ2_0Dev {
@@ -62,6 +62,18 @@ pub struct BlockQ2_0Dev {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[repr(C)]
 pub struct BlockIq4Nl {
+    pub d: u16,
+    pub qs: [u8; 16],
+}
+
+/// IQ4_NL as the kernels read it (its device layout): [`BlockIq4Nl`]'s bytes with the nibbles
+/// of each 32-bit word c of `qs` (bytes `4 c ..`: values `4 c ..` in their low nibbles,
+/// `16 + 4 c ..` in the high ones) reordered so that its low 16 bits hold values `4 c .. 4 c + 3`
+/// (nibble k value `4 c + k`) and its high 16 bits values `16 + 4 c ..`
+/// (gpu/src/formats/device.rs). The host converts every IQ4_NL tensor once, as it uploads it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(C)]
+pub struct BlockIq4NlDev {
     pub d: u16,
     pub qs: [u8; 16],
 }
@@ -122,6 +134,7 @@ host_pod!(
     BlockQ2_0,
     BlockQ2_0Dev,
     BlockIq4Nl,
+    BlockIq4NlDev,
     BlockIq2Xxs,
     BlockIq2Xs,
     BlockIq2S,
@@ -138,6 +151,7 @@ const _: () = assert!(size_of::<BlockQ8_0>() == 34);
 const _: () = assert!(size_of::<BlockQ2_0>() == 18);
 const _: () = assert!(size_of::<BlockQ2_0Dev>() == 18);
 const _: () = assert!(size_of::<BlockIq4Nl>() == 18);
+const _: () = assert!(size_of::<BlockIq4NlDev>() == 18);
 const _: () = assert!(size_of::<BlockIq2Xxs>() == 66);
 const _: () = assert!(size_of::<BlockIq2Xs>() == 74);
 const _: () = assert!(size_of::<BlockIq2S>() == 82);

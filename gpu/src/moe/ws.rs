@@ -21,7 +21,8 @@
 
 use crate::formats::WeightBlock;
 use crate::layout::{
-    BlockIq2S, BlockIq2Xs, BlockIq2Xxs, BlockIq3S, BlockIq3Xxs, BlockIq4Nl, BlockQ2_0Dev, BlockQ8_0,
+    BlockIq2S, BlockIq2Xs, BlockIq2Xxs, BlockIq3S, BlockIq3Xxs, BlockIq4NlDev, BlockQ2_0Dev,
+    BlockQ8_0,
 };
 use crate::layout::{MMQ_KSTEP, MmqParams, MmqTile, WS_ROWS, ws_scales_offset};
 use crate::pairs::{pack_pair, split_pair};

@@ -21,7 +21,7 @@ mod mma;
 
 use crate::formats::WeightBlock;
 use crate::layout::{
-    BlockIq2S, BlockIq2Xs, BlockIq2Xxs, BlockIq3S, BlockIq3Xxs, BlockIq4Nl, BlockQ2_0Dev,
+    BlockIq2S, BlockIq2Xs, BlockIq2Xxs, BlockIq3S, BlockIq3Xxs, BlockIq4NlDev, BlockQ2_0Dev,
     BlockQ8_0, FUSED_COL_UNIT, FUSED_FFN_PASS, FUSED_ROWS, FusedParams, FusedSmem, MMQ_KSTEP,
     MmqTile, Q8_1_MMQ_BYTES, WType, fused_sub_steps,
 };
@@ -165,7 +165,7 @@ unsafe fn dispatch<G: WeightBlock, const NT: usize>(p: &FusedParams) {
     unsafe {
         match WType::from_id(p.down_type) {
             Some(WType::Q2_0) => experts::<G, BlockQ2_0Dev, NT>(p),
-            Some(WType::Iq4Nl) => experts::<G, BlockIq4Nl, NT>(p),
+            Some(WType::Iq4Nl) => experts::<G, BlockIq4NlDev, NT>(p),
             Some(WType::Q8_0) => experts::<G, BlockQ8_0, NT>(p),
             _ => {}
         }

@@ -19,7 +19,8 @@ mod pipe;
 
 use crate::formats::WeightBlock;
 use crate::layout::{
-    BlockIq2S, BlockIq2Xs, BlockIq2Xxs, BlockIq3S, BlockIq3Xxs, BlockIq4Nl, BlockQ2_0Dev, BlockQ8_0,
+    BlockIq2S, BlockIq2Xs, BlockIq2Xxs, BlockIq3S, BlockIq3Xxs, BlockIq4NlDev, BlockQ2_0Dev,
+    BlockQ8_0,
 };
 use crate::layout::{
     MMQ_KSTEP, MMQ_ROWS, MMQ_SMEM_A, MMQ_SMEM_ROW, MMQ_SMEM_SCALES, MMQ_THREADS, MmqParams,
