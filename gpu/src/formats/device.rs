@@ -14,15 +14,21 @@ use super::words::{Q2_0_LEVELS, iq4_nl_table};
 use super::{BlockBytes, QS, WeightBlock, byte_perm, d_of};
 use crate::layout::{BlockIq4NlDev, BlockQ2_0Dev, WType};
 
+/// The bits of `x` under `m` swapped with those `s` bits above them (a delta swap).
+const fn delta_swap(x: u64, m: u64, s: u32) -> u64 {
+    let t = ((x >> s) ^ x) & m;
+    x ^ t ^ (t << s)
+}
+
 /// The file's order -> the device order in each of the four 16-bit words of `x`: code i =
 /// 4 w + m (bits `2 i ..`) moves to position 2 m + w, i.e. the codes 0..7 become 0, 4, 1, 5,
 /// 2, 6, 3, 7. Two delta swaps: codes 2, 3 with 4, 5, then 1 with 4's new place (and 5 with 6).
-#[inline(always)]
 pub const fn q2_0_shuffle(x: u64) -> u64 {
-    let t = ((x >> 4) ^ x) & 0x00f0_00f0_00f0_00f0;
-    let x = x ^ t ^ (t << 4);
-    let t = ((x >> 2) ^ x) & 0x0c0c_0c0c_0c0c_0c0c;
-    x ^ t ^ (t << 2)
+    delta_swap(
+        delta_swap(x, 0x00f0_00f0_00f0_00f0, 4),
+        0x0c0c_0c0c_0c0c_0c0c,
+        2,
+    )
 }
 
 /// The two int8 words (values `8 p ..` and `8 p + 4 ..`, each `c - 1`) of a device-layout word
@@ -39,12 +45,12 @@ pub fn q2_0_dev_expand2(u: u32) -> [u32; 2] {
 /// The file's order -> the device order in each of the two 32-bit words of `x`: nibble
 /// 2 j + h (byte j's low or high nibble, value j or j + 16 of the block's 4 j-th) moves to
 /// position 4 h + j. Two delta swaps: nibbles 1 with 2 (and 5 with 6), then 2, 3 with 4, 5.
-#[inline(always)]
 pub const fn iq4_nl_unshuffle(x: u64) -> u64 {
-    let t = ((x >> 4) ^ x) & 0x00f0_00f0_00f0_00f0;
-    let x = x ^ t ^ (t << 4);
-    let t = ((x >> 8) ^ x) & 0x0000_ff00_0000_ff00;
-    x ^ t ^ (t << 8)
+    delta_swap(
+        delta_swap(x, 0x00f0_00f0_00f0_00f0, 4),
+        0x0000_ff00_0000_ff00,
+        8,
+    )
 }
 
 /// The int8 word of the 4 IQ4_NL values whose nibbles are the low 16 bits of `u` (nibble k

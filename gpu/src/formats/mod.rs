@@ -15,10 +15,7 @@ mod device;
 mod iq;
 mod lookup;
 mod words;
-pub use device::{
-    iq4_nl_dev_word, iq4_nl_dev_words, iq4_nl_unshuffle, q2_0_dev_expand2, q2_0_shuffle,
-    to_device_layout,
-};
+pub use device::to_device_layout;
 #[cfg(target_arch = "nvptx64")]
 pub use lookup::SharedTables;
 pub use lookup::lookup_table_word;
@@ -30,11 +27,11 @@ pub use words::{
 
 /// THE list of weight formats: one row per type, as ggml's `mmq_type_traits` table - the
 /// `WType` variant, the block struct its kernels decode (`gpu::layout`: the file's, or its
-/// device layout where the host converts the tensor on upload, [`to_device_layout`]), and the names of its kernels: the MMQ
-/// gate/up and down products and the pipelined MMQ products, wide and narrow, each also as a
-/// gate/up product with the SwiGLU + q8_1 epilogue (gpu/src/moe/mmq/), the fused expert
-/// kernels with this type as gate/up, 32- and 64-row tiles (gpu/src/moe/fused/), and the
-/// weight-stationary tiers (gpu/src/moe/ws.rs). The kernels are stamped from it, and so are the
+/// device layout where the host converts the tensor on upload, [`to_device_layout`]), and the
+/// names of its kernels: the MMQ gate/up and down products and the pipelined MMQ products,
+/// wide and narrow, each also as a gate/up product with the SwiGLU + q8_1 epilogue
+/// (gpu/src/moe/mmq/), the fused expert kernels with this type as gate/up, 32- and 64-row
+/// tiles (gpu/src/moe/fused/), and the weight-stationary tiers (gpu/src/moe/ws.rs). The kernels are stamped from it, and so are the
 /// host's kernel table and its per-format dispatch (host/src/device.rs), whose exhaustive
 /// `match` on `WType` stops the build when a type has no row.
 ///

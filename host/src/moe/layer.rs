@@ -42,7 +42,8 @@ pub struct LayerPtrs {
 impl DeviceLayer {
     /// Copies the layer's weights to the device once (each buffer followed by
     /// [`WEIGHT_TAIL_BYTES`] zero bytes), each tensor in its type's device layout
-    /// (`gpu::formats::to_device_layout`: Q2_0's codes reordered, the others as in the file).
+    /// (`gpu::formats::to_device_layout`: the bits of Q2_0's and IQ4_NL's blocks reordered, the
+    /// other types as in the file).
     pub fn upload(gpu: &Gpu, w: &LayerWeights, shape: &MoeShape) -> Result<Self> {
         w.check(shape)?;
         let up_tail = |t: &ExpertTensor| -> Result<CudaSlice<u8>> {
