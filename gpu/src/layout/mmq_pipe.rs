@@ -4,7 +4,7 @@
 //! layers with few rows per expert).
 
 use super::{MMQ_COLS, MMQ_KSTEP, MMQ_ROWS, MMQ_SMEM_ROW, Q8_1_MMQ_BYTES, WType};
-use super::{fused_slot_bytes, fused_sub_steps, odd_slot_bytes};
+use super::{fused_sub_steps, odd_slot_bytes};
 
 /// Shared-memory budget of one wide pipelined CTA: two CTAs per SM on sm_90 (228 KB per SM, of
 /// which the driver reserves 1 KB per CTA). The copy lead of each weight type is the longest
@@ -14,6 +14,13 @@ pub const MMQ_PIPE_SMEM_BUDGET: usize = 113 * 1024;
 pub const MMQ_NARROW_SMEM_BUDGET: usize = 75 * 1024;
 /// The longest copy lead of the pipelined MMQ kernel, in K steps.
 pub const MMQ_PIPE_MAX_LEAD: usize = 4;
+/// The copy lead, in K steps, of a layout whose stages are longer than its type's blocks need
+/// ([`MmqPipeShape::stage_steps`]): with 4-step stages, a stage is issued 3 steps before its
+/// first is multiplied and the ring holds 2 stages and 4 activation buffers (54 KB for Q2_0).
+/// Measured on the H200 (the Q2_0 gate/up product, narrow, T = 512; BENCHMARKS.md): 0.311 ms
+/// at a lead of 2, 0.313-0.316 at 3, 0.320-0.321 at 4 (whose even 160-byte slot conflicts 2-way
+/// in the banks), against 0.314-0.315 with 128-value stages.
+pub const MMQ_LONG_STAGE_LEAD: usize = 2;
 /// Bytes of one `mbarrier` (the pipelined kernel's per-step transaction barrier on sm_90).
 pub const MMQ_PIPE_BAR_BYTES: usize = 8;
 /// Threads that arrive on a pipelined K step's barrier (sm_90): the one that copies the step's
@@ -52,6 +59,38 @@ impl MmqPipeShape {
             WType::Iq3S | WType::Iq3Xxs | WType::Q8_0 => MmqPipeShape::Tall,
             _ => MmqPipeShape::Wide,
         }
+    }
+
+    /// 128-value K steps per raw weight stage of type `w` (whole blocks): a stage's weight rows
+    /// are copied once, when its first step is issued. The narrow shape takes 512 values of
+    /// Q2_0 (the gate/up product at T = 512), so that its warps issue their weight copies every
+    /// fourth K step, and each row's bytes of a stage (144) are a whole number of 16-byte
+    /// pieces: a row's place in its 16-byte window is then the same in every stage, and no
+    /// piece is copied for a neighbour's bytes. The other shapes and types take
+    /// [`fused_sub_steps`] (256-value blocks: 2).
+    pub const fn stage_steps(self, w: WType) -> usize {
+        match (self, w) {
+            (MmqPipeShape::Narrow, WType::Q2_0) => 4,
+            _ => fused_sub_steps(w),
+        }
+    }
+
+    /// Bytes of one weight row's raw stage ([`MmqPipeShape::stage_steps`] K steps).
+    pub const fn stage_row_bytes(self, w: WType) -> usize {
+        self.stage_steps(w) * MMQ_KSTEP / w.block_values() * w.block_bytes()
+    }
+
+    /// Bytes of one weight row's raw stage per 128-value K step (a stage's last steps may lie
+    /// past the row's end when `k` is not a whole number of stages).
+    pub const fn step_row_bytes(w: WType) -> usize {
+        MMQ_KSTEP * w.block_bytes() / w.block_values()
+    }
+
+    /// Shared-memory bytes for one weight row of a raw stage: the 16-byte aligned window around
+    /// the row's bytes (they start anywhere 2-byte aligned), so the copies are 16-byte
+    /// `cp.async`.
+    pub const fn stage_window(self, w: WType) -> usize {
+        (self.stage_row_bytes(w) + 15).div_ceil(16) * 16
     }
 
     /// Activation rows (columns) of a tile.
@@ -159,8 +198,8 @@ impl MmqPipeShape {
 /// iteration `s - 1`, whose end decodes it. Its buffers are free by the time it is issued with
 /// `lead + 2` activation buffers (a step's blocks are read by its decode and, one iteration
 /// later, by its product) and `ceil(lead / sub) + 1` weight buffers (a stage is read only by
-/// its decodes):
-/// - `nw` raw weight stages of `MMQ_ROWS` x `slot` bytes (the rows' 16-byte windows, `sub(w)`
+/// its decodes; `sub` = [`MmqPipeShape::stage_steps`]):
+/// - `nw` raw weight stages of `MMQ_ROWS` x `slot` bytes (the rows' 16-byte windows, `sub`
 ///   K steps each), from offset 0;
 /// - `na` activation buffers of [`MmqPipeShape::acts_bytes`] at `acts`;
 /// - two decoded tiles of `tile_bytes` at `tiles`, each the int8 weights `[128][144]`, the
@@ -231,17 +270,25 @@ impl MmqPipeSmem {
             xscales + 4 * shape.cols() * 4
         };
         let acts_bytes = shape.acts_bytes();
-        let window = fused_slot_bytes(w);
+        let window = shape.stage_window(w);
         let odd = odd_slot_bytes(window);
         // The odd slot (fewer bank conflicts in the decode) unless it shortens the lead.
-        let slot = if Self::lead_for(w, shape, odd, tile_bytes, acts_bytes, budget)
-            >= Self::lead_for(w, shape, window, tile_bytes, acts_bytes, budget)
+        // A stage longer than the type's blocks need (`MmqPipeShape::stage_steps`) takes the
+        // odd slot and a lead of `MMQ_LONG_STAGE_LEAD`; otherwise the odd slot unless it shortens
+        // the lead.
+        let long = shape.stage_steps(w) > fused_sub_steps(w);
+        let slot = if long
+            || Self::lead_for(w, shape, odd, tile_bytes, acts_bytes, budget)
+                >= Self::lead_for(w, shape, window, tile_bytes, acts_bytes, budget)
         {
             odd
         } else {
             window
         };
-        let lead = Self::lead_for(w, shape, slot, tile_bytes, acts_bytes, budget);
+        let mut lead = Self::lead_for(w, shape, slot, tile_bytes, acts_bytes, budget);
+        if long && lead > MMQ_LONG_STAGE_LEAD {
+            lead = MMQ_LONG_STAGE_LEAD;
+        }
         let (nw, na) = Self::buffers(w, shape, lead);
         let acts = nw * MMQ_ROWS * slot;
         let tiles = acts + na * acts_bytes;
@@ -280,7 +327,7 @@ impl MmqPipeSmem {
     /// Weight and activation buffers for a lead of `lead` K steps (see the type's doc).
     pub const fn buffers(w: WType, shape: MmqPipeShape, lead: usize) -> (usize, usize) {
         let held = if shape.in_registers() { lead + 1 } else { lead };
-        (held.div_ceil(fused_sub_steps(w)) + 1, lead + 2)
+        (held.div_ceil(shape.stage_steps(w)) + 1, lead + 2)
     }
 
     const fn lead_for(

@@ -17,7 +17,7 @@ fn layouts_fit_their_budgets() {
             // A stage in flight beside those still read: decoded (or, decoding into
             // registers, multiplied) one step later.
             let held = sm.lead + shape.in_registers() as usize;
-            assert!(sm.nw * fused_sub_steps(w) > held);
+            assert!(sm.nw * shape.stage_steps(w) > held);
             assert_eq!(sm.tile_bytes == 0, shape.in_registers(), "{w:?}");
             // The SwiGLU epilogue's arrays fit the region they overlay.
             let room = if sm.tile_bytes == 0 {
@@ -30,7 +30,7 @@ fn layouts_fit_their_budgets() {
                 sm.epilogue() + MMQ_SWIGLU_SMEM <= sm.bars,
                 "{w:?} {shape:?}"
             );
-            assert!(sm.slot >= fused_slot_bytes(w) && sm.slot.is_multiple_of(16));
+            assert!(sm.slot >= shape.stage_window(w) && sm.slot.is_multiple_of(16));
             assert_eq!(sm.acts, sm.nw * MMQ_ROWS * sm.slot);
             assert_eq!(sm.acts_bytes, shape.cols() * Q8_1_MMQ_BYTES);
             assert_eq!(sm.tiles, sm.acts + sm.na * sm.acts_bytes);
@@ -63,17 +63,46 @@ fn layouts_fit_their_budgets() {
     assert_eq!(lead(WType::Iq2Xxs), 2);
     assert_eq!(lead(WType::Iq3S), 3);
     assert_eq!(lead(WType::Iq2S), 1);
-    // Three narrow CTAs per SM for every type (no decoded tiles; Q2_0 with the longest
-    // lead, Q8_0's 136-byte rows with 1, IQ2_S's 4 KB grid with the longest too).
+    // Three narrow CTAs per SM for every type (no decoded tiles; Q8_0's 136-byte rows with a
+    // lead of 1, IQ2_S's 4 KB grid with the longest; Q2_0's 512-value stages with their own
+    // lead, 2 stages and 4 activation buffers in 54 KB).
     let narrow = |w| MmqPipeSmem::of(w, MmqPipeShape::Narrow);
     let per_sm = |w| 228 * 1024 / (narrow(w).total + 1024);
     for w in WType::ALL {
         assert!(per_sm(w) >= 3, "{w:?}: {:?}", narrow(w));
         assert!(narrow(w).lead >= 1, "{w:?}");
     }
-    assert_eq!(narrow(WType::Q2_0).lead, MMQ_PIPE_MAX_LEAD);
+    let q2 = narrow(WType::Q2_0);
+    assert_eq!((q2.lead, q2.nw, q2.na), (MMQ_LONG_STAGE_LEAD, 2, 4));
+    assert_eq!(q2.slot, 176);
+    assert!(q2.total <= 54 * 1024, "{q2:?}");
     assert_eq!(narrow(WType::Iq2Xxs).lead, MMQ_PIPE_MAX_LEAD);
     assert_eq!(narrow(WType::Iq2S).lead, MMQ_PIPE_MAX_LEAD);
+}
+
+#[test]
+fn stages_hold_whole_blocks() {
+    for shape in SHAPES {
+        for w in WType::ALL {
+            let steps = shape.stage_steps(w);
+            // Whole blocks, at least the type's own stage, and 16-byte windows around them.
+            assert_eq!((steps * MMQ_KSTEP) % w.block_values(), 0, "{w:?} {shape:?}");
+            assert!(steps >= fused_sub_steps(w) && steps.is_multiple_of(fused_sub_steps(w)));
+            assert_eq!(
+                shape.stage_row_bytes(w),
+                steps * MmqPipeShape::step_row_bytes(w),
+                "{w:?} {shape:?}"
+            );
+            assert!(shape.stage_window(w) >= shape.stage_row_bytes(w) + 15);
+            assert!(shape.stage_window(w).is_multiple_of(16));
+        }
+    }
+    // The narrow Q2_0 stage: 8 blocks, 144 bytes, 9 pieces: a row's offset in its window is
+    // the same in every stage.
+    assert_eq!(MmqPipeShape::Narrow.stage_steps(WType::Q2_0), 4);
+    assert_eq!(MmqPipeShape::Narrow.stage_row_bytes(WType::Q2_0), 144);
+    assert_eq!(MmqPipeShape::Wide.stage_steps(WType::Q2_0), 1);
+    assert_eq!(MmqPipeShape::Narrow.stage_steps(WType::Iq3S), 2);
 }
 
 #[test]

@@ -20,12 +20,11 @@
 
 use super::Cta;
 use crate::formats::WeightBlock;
+use crate::layout::{
+    MMQ_KSTEP, MMQ_ROWS, MMQ_THREADS, MmqParams, MmqPipeShape, Q8_1_MMQ_BYTES, fused_sub_steps,
+};
 #[cfg(gpu_sm90)]
 use crate::layout::{MMQ_PIPE_BAR_ARRIVALS, MMQ_PIPE_BAR_BYTES};
-use crate::layout::{
-    MMQ_ROWS, MMQ_THREADS, MmqParams, Q8_1_MMQ_BYTES, fused_slot_bytes, fused_stage_row_bytes,
-    fused_sub_steps,
-};
 #[cfg(not(gpu_sm90))]
 use crate::layout::{MMQ_SMEM_ROW, Q8_1_MMQ_PIECES};
 #[cfg(gpu_sm90)]
@@ -39,6 +38,22 @@ use crate::ptx::{cp_async_16, cp_async_commit, cp_async_wait, sync_threads, tid_
 /// The thread that issues the activations' bulk copy (sm_90): the first of the second half.
 #[cfg(gpu_sm90)]
 const ACTS_THREAD: u32 = (MMQ_THREADS / 2) as u32;
+
+/// The bytes of each weight row in the raw stage that K step `j` starts (`j` a multiple of the
+/// stage's steps): the whole stage, or where `k` ends inside it (the narrow shape's longer
+/// stages, `MmqPipeShape::stage_steps`), the rows' remaining steps.
+#[inline(always)]
+fn stage_len<B: WeightBlock>(p: &MmqParams, c: &Cta, j: u32) -> u32 {
+    let sub = c.shape.stage_steps(B::WTYPE) as u32;
+    let srb = c.shape.stage_row_bytes(B::WTYPE) as u32;
+    if sub as usize > fused_sub_steps(B::WTYPE) {
+        let left = p.k / MMQ_KSTEP as u32 - j;
+        if left < sub {
+            return left * MmqPipeShape::step_row_bytes(B::WTYPE) as u32;
+        }
+    }
+    srb
+}
 
 /// Prepares the copies (sm_90: initializes the step barriers) and ends with a CTA barrier.
 ///
@@ -93,21 +108,22 @@ pub(super) unsafe fn issue_warp<B: WeightBlock>(p: &MmqParams, c: &Cta, j: u32) 
     const WARP_ROWS: u32 = 16;
     let tid = tid_x();
     let (warp, lane) = (tid / 32, tid % 32);
-    let sub = fused_sub_steps(B::WTYPE) as u32;
+    let sub = c.shape.stage_steps(B::WTYPE) as u32;
     if j % sub == 0 {
         // Two lanes a row: lane `2 r + h` copies pieces h, h + 2, ... of the warp's row r, so a
         // lane keeps one row address.
         let t = WARP_ROWS * warp + lane / 2;
-        let srb = fused_stage_row_bytes(B::WTYPE) as u32;
-        let chunks = (fused_slot_bytes(B::WTYPE) / 16) as u32;
+        let srb = c.shape.stage_row_bytes(B::WTYPE) as u32;
+        let chunks = (c.shape.stage_window(B::WTYPE) / 16) as u32;
         let src = c.stage_src(t, j, sub, srb as u64);
         let (a0, start) = (src & !15, src as u32 & 15);
         let dst = c.raw(j, sub) + t * c.sm.slot as u32;
+        let len = stage_len::<B>(p, c, j);
         for i in 0..chunks.div_ceil(2) {
             let k = lane % 2 + 2 * i;
             // The piece lies in the row's 16-byte window (its bytes start at `start`); then
             // also k < chunks.
-            if 16 * k < start + srb {
+            if 16 * k < start + len {
                 // SAFETY: the piece lies in the row's window, inside the weight buffer or its
                 // readable 16 bytes past the end; the slot holds `chunks` pieces.
                 unsafe { cp_async_16(dst + 16 * k, a0 + 16 * k as u64) };
@@ -196,17 +212,18 @@ pub(super) unsafe fn release(c: &Cta, j: u32) {
 pub(super) unsafe fn issue<B: WeightBlock>(p: &MmqParams, c: &Cta, j: u32) {
     const THREADS: u32 = MMQ_THREADS as u32;
     let tid = tid_x();
-    let sub = fused_sub_steps(B::WTYPE) as u32;
+    let sub = c.shape.stage_steps(B::WTYPE) as u32;
     if j % sub == 0 {
         let buf = c.raw(j, sub);
-        let srb = fused_stage_row_bytes(B::WTYPE) as u64;
-        let chunks = (fused_slot_bytes(B::WTYPE) / 16) as u32;
+        let srb = c.shape.stage_row_bytes(B::WTYPE) as u64;
+        let chunks = (c.shape.stage_window(B::WTYPE) / 16) as u32;
+        let len = stage_len::<B>(p, c, j) as u64;
         let mut idx = tid;
         while idx < MMQ_ROWS as u32 * chunks {
             let (t, k) = (idx / chunks, idx % chunks);
             let src = c.stage_src(t, j, sub, srb);
             let a0 = src & !15;
-            if a0 + 16 * (k as u64) < src + srb {
+            if a0 + 16 * (k as u64) < src + len {
                 // SAFETY: the piece lies in the row's 16-byte window, inside the weight buffer
                 // or its readable 16 bytes past the end; the slot holds `chunks` pieces.
                 unsafe { cp_async_16(buf + t * c.sm.slot as u32 + 16 * k, a0 + 16 * k as u64) };

@@ -8,7 +8,7 @@
 //! for the others).
 //!
 //! - Copies (copy.rs): each K step's activation D4 blocks and raw weight stage (the weight
-//!   rows' bytes of 128 or 256 K values, in 16-byte windows), `MmqPipeSmem::lead` K steps
+//!   rows' bytes of 128, 256 or 512 K values: `MmqPipeShape::stage_steps`, in 16-byte windows), `MmqPipeSmem::lead` K steps
 //!   ahead, into rings of their own (a weight stage is free once decoded, activations once
 //!   multiplied): the activations in bulk copies on transaction barriers on sm_90, 16-byte
 //!   `cp.async` below; the weights in 16-byte `cp.async` pieces (on sm_90 the narrow kernel's
@@ -89,8 +89,9 @@ unsafe fn ld4(addr: u32) -> [f32; 4] {
 /// Parameters and buffers as `layout::MmqParams` describes, with the weight buffers readable
 /// 16 bytes past their ends; launched with `MMQ_THREADS` threads,
 /// `MmqPipeSmem::of(B::WTYPE, shape).total` bytes of dynamic shared memory, one CTA per tile
-/// (of at most `shape.cols()` columns) along x and `n / 128` along y; `k` a multiple of the
-/// stage width (`128 sub`). With `SWIGLU`: as `swiglu::store` requires.
+/// (of at most `shape.cols()` columns) along x and `n / 128` along y; `k` a multiple of the type's
+/// own stage (`128 fused_sub_steps`; a longer stage, `MmqPipeShape::stage_steps`, may end past
+/// `k`: its rows' copies stop there). With `SWIGLU`: as `swiglu::store` requires.
 #[inline(always)]
 pub unsafe fn mmq_pipe<B: WeightBlock, const NARROW: bool, const SWIGLU: bool>(p: &MmqParams) {
     let shape = if NARROW {

@@ -30,7 +30,7 @@
 
 use super::{Cta, ROW, copy, ld4};
 use crate::formats::{SharedTables, WeightBlock};
-use crate::layout::{MMQ_KSTEP, MmqParams, fused_stage_row_bytes, fused_sub_steps};
+use crate::layout::{MMQ_KSTEP, MmqParams};
 #[cfg(gpu_sm90)]
 use crate::ptx::sync_threads;
 use crate::ptx::{ld_shared_v2_u32, ldmatrix_x2, ldmatrix_x4, mma_m16n8k32_s8, tid_x};
@@ -151,8 +151,8 @@ pub(super) unsafe fn product<B: WeightBlock, const RESIDENT: bool>(
 fn lane_rows<B: WeightBlock, const RESIDENT: bool>(c: &Cta, j: u32, res: Resident) -> [u32; 2] {
     let lane = tid_x() % 32;
     let warp = tid_x() / 32;
-    let sub = fused_sub_steps(B::WTYPE) as u32;
-    let srb = fused_stage_row_bytes(B::WTYPE) as u64;
+    let sub = c.shape.stage_steps(B::WTYPE) as u32;
+    let srb = c.shape.stage_row_bytes(B::WTYPE) as u64;
     let raw = c.raw(j, sub);
     let row = |r: u32| {
         if RESIDENT {
@@ -182,7 +182,7 @@ unsafe fn group_frag<B: WeightBlock>(
     g: u32,
     tc: u32,
 ) -> ([u32; 4], [[f32; 2]; 2]) {
-    let sub = fused_sub_steps(B::WTYPE) as u32;
+    let sub = c.shape.stage_steps(B::WTYPE) as u32;
     let bv = B::WTYPE.block_values() as u32;
     let v = (j % sub) * MMQ_KSTEP as u32 + g * 32;
     let off = (v / bv) * size_of::<B>() as u32;

@@ -5,9 +5,7 @@
 
 use super::{Cta, ROW, copy, ld4};
 use crate::formats::{SharedTables, WeightBlock};
-use crate::layout::{
-    MMQ_KSTEP, MMQ_ROWS, MMQ_THREADS, MmqParams, fused_stage_row_bytes, fused_sub_steps,
-};
+use crate::layout::{MMQ_KSTEP, MMQ_ROWS, MMQ_THREADS, MmqParams};
 use crate::ptx::{
     ld_shared_f32, ld_shared_v2_f32, ldmatrix_x4, mma_m16n8k16_s8, mma_m16n8k32_s8, st_shared_u32,
     st_shared_v4, sync_threads, tid_x,
@@ -23,8 +21,8 @@ use crate::quant::{MAGIC, mmq_step_16_magic, mmq_step_32_magic};
 #[inline(always)]
 unsafe fn decode<B: WeightBlock>(c: &Cta, j: u32) {
     let tid = tid_x();
-    let sub = fused_sub_steps(B::WTYPE) as u32;
-    let srb = fused_stage_row_bytes(B::WTYPE) as u64;
+    let sub = c.shape.stage_steps(B::WTYPE) as u32;
+    let srb = c.shape.stage_row_bytes(B::WTYPE) as u64;
     let r = tid / 2;
     let row = c.stage_row(r, j, sub, srb);
     let dst = c.decoded(j);
