@@ -102,15 +102,15 @@ fn narrow_resident_form() {
 }
 
 /// Under `auto` each product takes narrow tiles up to its own bound of rows per expert: a
-/// product the resident form can run up to `NARROW_RESIDENT_MAX_ROWS_PER_EXPERT`, the others up
-/// to `NARROW_MAX_ROWS_PER_EXPERT`. With hidden 2,560 the gate/up product has no resident
-/// layout and the down product (K = 128) has one, so between the two bounds the products run
-/// on tile lists of different widths in one layer. 16 experts, top-4, at 9, 25, 40 and 41 rows
-/// per expert, every byte against the reference.
+/// product the resident form can run up to its type's (`narrow_resident_max_rows`: 28 for
+/// IQ4_NL), the others up to `NARROW_MAX_ROWS_PER_EXPERT`. With hidden 2,560 the gate/up
+/// product has no resident layout and the down product (K = 128) has one, so between the two
+/// bounds the products run on tile lists of different widths in one layer. 16 experts, top-4,
+/// at 9, 28, 29 and 41 rows per expert, every byte against the reference.
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn auto_tile_widths_per_product() {
-    use host::moe::expert::mmq::{NARROW_MAX_ROWS_PER_EXPERT, NARROW_RESIDENT_MAX_ROWS_PER_EXPERT};
+    use host::moe::expert::mmq::{NARROW_MAX_ROWS_PER_EXPERT, narrow_resident_max_rows};
     let gpu = gpu();
     let sd = seed("auto_tile_widths_per_product");
     let bulk = host::ptx::has_bulk(gpu.info.ptx_arch);
@@ -128,7 +128,7 @@ fn auto_tile_widths_per_product() {
         swiglu: SwigluAt::Kernel,
     };
     let mut pf = split_pipeline(&gpu, &s, 164, [Product::Mmq; 2], o);
-    for t in [37, 100, 160, 164] {
+    for t in [37, 112, 116, 164] {
         let per_expert = t * s.top_k / s.n_experts;
         let r = synth::routing(t, s.n_experts, s.top_k, Popularity::Uniform, sd ^ t as u64);
         let label = format!("q2_0/iq4_nl auto T={t} ({per_expert} rows per expert)");
@@ -150,7 +150,7 @@ fn auto_tile_widths_per_product() {
             "{label}: {desc}"
         );
         let down_bound = if bulk {
-            NARROW_RESIDENT_MAX_ROWS_PER_EXPERT
+            narrow_resident_max_rows(s.down_type)
         } else {
             NARROW_MAX_ROWS_PER_EXPERT
         };

@@ -47,8 +47,23 @@ pub const NARROW_MAX_ROWS_PER_EXPERT: usize = 12;
 /// Measured on the H200 (BENCHMARKS.md), the Q2_0 down product at the reference shape on
 /// narrow resident tiles against the wide kernel: 0.290 / 0.408 ms at 20 rows per expert
 /// (T = 1,024), 0.509 / 0.535 at 40 (T = 2,048); the gate/up product, streamed, stays at
-/// [`NARROW_MAX_ROWS_PER_EXPERT`] (0.637 / 0.599 ms at 20).
+/// [`NARROW_MAX_ROWS_PER_EXPERT`] (0.637 / 0.599 ms at 20). IQ4_NL's down product takes
+/// [`NARROW_RESIDENT_MAX_ROWS_IQ4_NL`].
 pub const NARROW_RESIDENT_MAX_ROWS_PER_EXPERT: usize = 40;
+
+/// [`NARROW_RESIDENT_MAX_ROWS_PER_EXPERT`] for IQ4_NL, whose wide kernel overtakes the resident
+/// narrow one sooner. Measured on the H200 (the down product at the reference shape, narrow
+/// resident / wide, ms): 0.284 / 0.401 at 15 rows per expert, 0.369 / 0.429 at 20, 0.491 /
+/// 0.478 at 30, 0.626 / 0.527 at 40; the two meet near 28 (Q2_0 at 30: 0.354 / 0.403).
+pub const NARROW_RESIDENT_MAX_ROWS_IQ4_NL: usize = 28;
+
+/// The bound of rows per expert up to which a product of type `w` takes narrow resident tiles.
+pub const fn narrow_resident_max_rows(w: WType) -> usize {
+    match w {
+        WType::Iq4Nl => NARROW_RESIDENT_MAX_ROWS_IQ4_NL,
+        _ => NARROW_RESIDENT_MAX_ROWS_PER_EXPERT,
+    }
+}
 
 /// Which MMQ kernel a plan runs: its choice (`Auto`: the narrow one at few rows per expert, else
 /// the pipelined one where it fits), or
@@ -258,7 +273,7 @@ impl MmqKernels {
         // Products the resident form can run (given aligned rows, as device buffers are).
         let narrow_max = [0, 1].map(|i| {
             if resident_form(bulk, choice, types[i], ks[i]) {
-                NARROW_RESIDENT_MAX_ROWS_PER_EXPERT
+                narrow_resident_max_rows(types[i])
             } else {
                 NARROW_MAX_ROWS_PER_EXPERT
             }

@@ -37,6 +37,16 @@ fn resident_products_take_narrow_tiles_up_to_their_bound() {
         auto.for_run(at(NARROW_RESIDENT_MAX_ROWS_PER_EXPERT) + 1, e),
         [w, w]
     );
+    // IQ4_NL's down product up to its own bound.
+    let iq4 = MmqKernels::new([WType::Q2_0, WType::Iq4Nl], REF, &d, MmqChoice::Auto);
+    let n4 = MmqKernel::narrow(WType::Iq4Nl, &d).unwrap();
+    let w4 = MmqKernel::choose(WType::Iq4Nl, &d, MmqChoice::Auto);
+    assert_eq!(iq4.for_run(at(NARROW_RESIDENT_MAX_ROWS_IQ4_NL), e), [w, n4]);
+    assert_eq!(
+        iq4.for_run(at(NARROW_RESIDENT_MAX_ROWS_IQ4_NL) + 1, e),
+        [w, w4]
+    );
+    assert!(NARROW_RESIDENT_MAX_ROWS_IQ4_NL < NARROW_RESIDENT_MAX_ROWS_PER_EXPERT);
     // Not where the form cannot run: streamed by choice, no bulk copies, no layout.
     let streamed = MmqKernels::new(q2, REF, &d, MmqChoice::NarrowStreamed);
     assert_eq!(streamed.for_run(at(100), e), [n, n]);
