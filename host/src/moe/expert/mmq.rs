@@ -311,7 +311,7 @@ impl MmqKernels {
 
     /// The kernels of a run of `n_rows` rows over `n_experts` experts: each product's narrow
     /// kernel up to its bound of rows per expert (`NARROW_MAX_ROWS_PER_EXPERT`, or
-    /// `NARROW_RESIDENT_MAX_ROWS_PER_EXPERT` where it runs resident), or at every row count
+    /// `narrow_resident_max_rows` of its type where it runs resident), or at every row count
     /// when narrow tiles are forced; else the wide one.
     pub fn for_run(&self, n_rows: usize, n_experts: usize) -> [MmqKernel; 2] {
         let Some(n) = self.narrow else {
