@@ -46,7 +46,6 @@ fn resident_products_take_narrow_tiles_up_to_their_bound() {
         iq4.for_run(at(NARROW_RESIDENT_MAX_ROWS_IQ4_NL) + 1, e),
         [w, w4]
     );
-    assert!(NARROW_RESIDENT_MAX_ROWS_IQ4_NL < NARROW_RESIDENT_MAX_ROWS_PER_EXPERT);
     // Not where the form cannot run: streamed by choice, no bulk copies, no layout.
     let streamed = MmqKernels::new(q2, REF, &d, MmqChoice::NarrowStreamed);
     assert_eq!(streamed.for_run(at(100), e), [n, n]);
