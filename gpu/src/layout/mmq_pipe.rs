@@ -75,15 +75,16 @@ impl MmqPipeShape {
         }
     }
 
-    /// Bytes of one weight row's raw stage ([`MmqPipeShape::stage_steps`] K steps).
-    pub const fn stage_row_bytes(self, w: WType) -> usize {
-        self.stage_steps(w) * MMQ_KSTEP / w.block_values() * w.block_bytes()
-    }
-
-    /// Bytes of one weight row's raw stage per 128-value K step (a stage's last steps may lie
-    /// past the row's end when `k` is not a whole number of stages).
+    /// Bytes of one weight row per 128-value K step (a whole number for every type: the
+    /// 256-value blocks have an even number of bytes). A stage's last steps may lie past the
+    /// row's end when `k` is not a whole number of stages.
     pub const fn step_row_bytes(w: WType) -> usize {
         MMQ_KSTEP * w.block_bytes() / w.block_values()
+    }
+
+    /// Bytes of one weight row's raw stage ([`MmqPipeShape::stage_steps`] K steps).
+    pub const fn stage_row_bytes(self, w: WType) -> usize {
+        self.stage_steps(w) * Self::step_row_bytes(w)
     }
 
     /// Shared-memory bytes for one weight row of a raw stage: the 16-byte aligned window around
