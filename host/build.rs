@@ -23,8 +23,9 @@ fn main() {
             crate_dir: gpu.clone(),
             arch: arch.to_string(),
             out_dir: nested.clone(),
-            max_registers: match builder::ws_only(arch) {
-                Ok(true) => gpu::layout::MAX_REGISTERS,
+            max_registers: match (builder::ws_only(arch), builder::has_bulk(arch)) {
+                (Ok(true), _) => gpu::layout::MAX_REGISTERS,
+                (_, Ok(true)) => gpu::layout::MAX_REGISTERS_BULK,
                 _ => gpu::layout::MAX_REGISTERS_MMA,
             },
         };

@@ -178,6 +178,11 @@ fn ptx_features(arch: &str) -> Result<Option<&'static str>, BuildError> {
     Ok((arch_number(arch)? >= 90).then_some("+ptx80"))
 }
 
+/// Whether `arch`'s module has the bulk copies (cfg `gpu_sm90`) and the kernels that need them.
+pub fn has_bulk(arch: &str) -> Result<bool, BuildError> {
+    Ok(arch_number(arch)? >= 90)
+}
+
 /// Whether `arch`'s module holds only the weight-stationary kernels (cfg `gpu_ws_only`: no
 /// `mma`, `ldmatrix` or `cp.async` kernels).
 pub fn ws_only(arch: &str) -> Result<bool, BuildError> {

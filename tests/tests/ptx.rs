@@ -32,12 +32,13 @@ fn each_module_holds_exactly_its_kernels() {
             );
         }
     }
-    // Every module but sm_60 holds every kernel; sm_60 all but the tensor-core ones of each of
-    // the 8 formats.
-    assert_eq!(kernel_names_in(75), kernel_names());
+    // The sm_90 module holds every kernel; sm_75 and sm_80 all but the resident MMQ one of each
+    // of the 8 formats; sm_60 neither those nor the tensor-core ones.
+    assert_eq!(kernel_names_in(90), kernel_names());
+    assert_eq!(kernel_names_in(75).len(), kernel_names().len() - 8);
     assert_eq!(
         kernel_names_in(60).len(),
-        kernel_names().len() - 8 * host::device::MMA_KERNELS
+        kernel_names().len() - 8 * (host::device::MMA_KERNELS + 1)
     );
 }
 
@@ -82,8 +83,10 @@ fn register_caps_are_in_every_module() {
     for (arch, ptx) in MODULES {
         let caps = if arch < 70 {
             gpu::layout::MAX_REGISTERS
-        } else {
+        } else if arch < 90 {
             gpu::layout::MAX_REGISTERS_MMA
+        } else {
+            gpu::layout::MAX_REGISTERS_BULK
         };
         for &(name, regs) in caps {
             let body = kernel_body(ptx, name).expect("present");

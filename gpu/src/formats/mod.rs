@@ -31,25 +31,27 @@ pub use words::{
 /// names of its kernels: the MMQ gate/up and down products and the pipelined MMQ products,
 /// wide and narrow, each also as a gate/up product with the SwiGLU + q8_1 epilogue
 /// (gpu/src/moe/mmq/), the fused expert kernels with this type as gate/up, 32- and 64-row
-/// tiles (gpu/src/moe/fused/), and the weight-stationary tiers (gpu/src/moe/ws.rs). The kernels are stamped from it, and so are the
+/// tiles (gpu/src/moe/fused/), the weight-stationary tiers (gpu/src/moe/ws.rs), and the
+/// narrow MMQ product's resident form (sm_90 modules only). The kernels are stamped from it, and so are the
 /// host's kernel table and its per-format dispatch (host/src/device.rs), whose exhaustive
 /// `match` on `WType` stops the build when a type has no row.
 ///
 /// `for_each_format!(m)` expands to
 /// `m! { (Variant, Block, gate_up_mmq, down_mmq, fused, fused_wide, mmq_pipe, mmq_narrow,
-/// mmq_pipe_swiglu, mmq_narrow_swiglu, ws_c16, ws_c32, ws_c64, ws_c16_fast, ws_c32_fast), ... }`.
+/// mmq_pipe_swiglu, mmq_narrow_swiglu, ws_c16, ws_c32, ws_c64, ws_c16_fast, ws_c32_fast,
+/// mmq_resident), ... }`.
 #[macro_export]
 macro_rules! for_each_format {
     ($m:ident) => {
         $m! {
-            (Q8_0, BlockQ8_0, moe_gate_up_q8_0_mmq, moe_down_q8_0_mmq, moe_experts_q8_0_fused, moe_experts_q8_0_fused_wide, moe_mmq_pipe_q8_0, moe_mmq_narrow_q8_0, moe_mmq_pipe_swiglu_q8_0, moe_mmq_narrow_swiglu_q8_0, moe_ws_q8_0_c16, moe_ws_q8_0_c32, moe_ws_q8_0_c64, moe_ws_q8_0_c16_fast, moe_ws_q8_0_c32_fast),
-            (Q2_0, BlockQ2_0Dev, moe_gate_up_q2_0_mmq, moe_down_q2_0_mmq, moe_experts_q2_0_fused, moe_experts_q2_0_fused_wide, moe_mmq_pipe_q2_0, moe_mmq_narrow_q2_0, moe_mmq_pipe_swiglu_q2_0, moe_mmq_narrow_swiglu_q2_0, moe_ws_q2_0_c16, moe_ws_q2_0_c32, moe_ws_q2_0_c64, moe_ws_q2_0_c16_fast, moe_ws_q2_0_c32_fast),
-            (Iq4Nl, BlockIq4NlDev, moe_gate_up_iq4_nl_mmq, moe_down_iq4_nl_mmq, moe_experts_iq4_nl_fused, moe_experts_iq4_nl_fused_wide, moe_mmq_pipe_iq4_nl, moe_mmq_narrow_iq4_nl, moe_mmq_pipe_swiglu_iq4_nl, moe_mmq_narrow_swiglu_iq4_nl, moe_ws_iq4_nl_c16, moe_ws_iq4_nl_c32, moe_ws_iq4_nl_c64, moe_ws_iq4_nl_c16_fast, moe_ws_iq4_nl_c32_fast),
-            (Iq2Xxs, BlockIq2Xxs, moe_gate_up_iq2_xxs_mmq, moe_down_iq2_xxs_mmq, moe_experts_iq2_xxs_fused, moe_experts_iq2_xxs_fused_wide, moe_mmq_pipe_iq2_xxs, moe_mmq_narrow_iq2_xxs, moe_mmq_pipe_swiglu_iq2_xxs, moe_mmq_narrow_swiglu_iq2_xxs, moe_ws_iq2_xxs_c16, moe_ws_iq2_xxs_c32, moe_ws_iq2_xxs_c64, moe_ws_iq2_xxs_c16_fast, moe_ws_iq2_xxs_c32_fast),
-            (Iq2Xs, BlockIq2Xs, moe_gate_up_iq2_xs_mmq, moe_down_iq2_xs_mmq, moe_experts_iq2_xs_fused, moe_experts_iq2_xs_fused_wide, moe_mmq_pipe_iq2_xs, moe_mmq_narrow_iq2_xs, moe_mmq_pipe_swiglu_iq2_xs, moe_mmq_narrow_swiglu_iq2_xs, moe_ws_iq2_xs_c16, moe_ws_iq2_xs_c32, moe_ws_iq2_xs_c64, moe_ws_iq2_xs_c16_fast, moe_ws_iq2_xs_c32_fast),
-            (Iq2S, BlockIq2S, moe_gate_up_iq2_s_mmq, moe_down_iq2_s_mmq, moe_experts_iq2_s_fused, moe_experts_iq2_s_fused_wide, moe_mmq_pipe_iq2_s, moe_mmq_narrow_iq2_s, moe_mmq_pipe_swiglu_iq2_s, moe_mmq_narrow_swiglu_iq2_s, moe_ws_iq2_s_c16, moe_ws_iq2_s_c32, moe_ws_iq2_s_c64, moe_ws_iq2_s_c16_fast, moe_ws_iq2_s_c32_fast),
-            (Iq3Xxs, BlockIq3Xxs, moe_gate_up_iq3_xxs_mmq, moe_down_iq3_xxs_mmq, moe_experts_iq3_xxs_fused, moe_experts_iq3_xxs_fused_wide, moe_mmq_pipe_iq3_xxs, moe_mmq_narrow_iq3_xxs, moe_mmq_pipe_swiglu_iq3_xxs, moe_mmq_narrow_swiglu_iq3_xxs, moe_ws_iq3_xxs_c16, moe_ws_iq3_xxs_c32, moe_ws_iq3_xxs_c64, moe_ws_iq3_xxs_c16_fast, moe_ws_iq3_xxs_c32_fast),
-            (Iq3S, BlockIq3S, moe_gate_up_iq3_s_mmq, moe_down_iq3_s_mmq, moe_experts_iq3_s_fused, moe_experts_iq3_s_fused_wide, moe_mmq_pipe_iq3_s, moe_mmq_narrow_iq3_s, moe_mmq_pipe_swiglu_iq3_s, moe_mmq_narrow_swiglu_iq3_s, moe_ws_iq3_s_c16, moe_ws_iq3_s_c32, moe_ws_iq3_s_c64, moe_ws_iq3_s_c16_fast, moe_ws_iq3_s_c32_fast),
+            (Q8_0, BlockQ8_0, moe_gate_up_q8_0_mmq, moe_down_q8_0_mmq, moe_experts_q8_0_fused, moe_experts_q8_0_fused_wide, moe_mmq_pipe_q8_0, moe_mmq_narrow_q8_0, moe_mmq_pipe_swiglu_q8_0, moe_mmq_narrow_swiglu_q8_0, moe_ws_q8_0_c16, moe_ws_q8_0_c32, moe_ws_q8_0_c64, moe_ws_q8_0_c16_fast, moe_ws_q8_0_c32_fast, moe_mmq_resident_q8_0),
+            (Q2_0, BlockQ2_0Dev, moe_gate_up_q2_0_mmq, moe_down_q2_0_mmq, moe_experts_q2_0_fused, moe_experts_q2_0_fused_wide, moe_mmq_pipe_q2_0, moe_mmq_narrow_q2_0, moe_mmq_pipe_swiglu_q2_0, moe_mmq_narrow_swiglu_q2_0, moe_ws_q2_0_c16, moe_ws_q2_0_c32, moe_ws_q2_0_c64, moe_ws_q2_0_c16_fast, moe_ws_q2_0_c32_fast, moe_mmq_resident_q2_0),
+            (Iq4Nl, BlockIq4NlDev, moe_gate_up_iq4_nl_mmq, moe_down_iq4_nl_mmq, moe_experts_iq4_nl_fused, moe_experts_iq4_nl_fused_wide, moe_mmq_pipe_iq4_nl, moe_mmq_narrow_iq4_nl, moe_mmq_pipe_swiglu_iq4_nl, moe_mmq_narrow_swiglu_iq4_nl, moe_ws_iq4_nl_c16, moe_ws_iq4_nl_c32, moe_ws_iq4_nl_c64, moe_ws_iq4_nl_c16_fast, moe_ws_iq4_nl_c32_fast, moe_mmq_resident_iq4_nl),
+            (Iq2Xxs, BlockIq2Xxs, moe_gate_up_iq2_xxs_mmq, moe_down_iq2_xxs_mmq, moe_experts_iq2_xxs_fused, moe_experts_iq2_xxs_fused_wide, moe_mmq_pipe_iq2_xxs, moe_mmq_narrow_iq2_xxs, moe_mmq_pipe_swiglu_iq2_xxs, moe_mmq_narrow_swiglu_iq2_xxs, moe_ws_iq2_xxs_c16, moe_ws_iq2_xxs_c32, moe_ws_iq2_xxs_c64, moe_ws_iq2_xxs_c16_fast, moe_ws_iq2_xxs_c32_fast, moe_mmq_resident_iq2_xxs),
+            (Iq2Xs, BlockIq2Xs, moe_gate_up_iq2_xs_mmq, moe_down_iq2_xs_mmq, moe_experts_iq2_xs_fused, moe_experts_iq2_xs_fused_wide, moe_mmq_pipe_iq2_xs, moe_mmq_narrow_iq2_xs, moe_mmq_pipe_swiglu_iq2_xs, moe_mmq_narrow_swiglu_iq2_xs, moe_ws_iq2_xs_c16, moe_ws_iq2_xs_c32, moe_ws_iq2_xs_c64, moe_ws_iq2_xs_c16_fast, moe_ws_iq2_xs_c32_fast, moe_mmq_resident_iq2_xs),
+            (Iq2S, BlockIq2S, moe_gate_up_iq2_s_mmq, moe_down_iq2_s_mmq, moe_experts_iq2_s_fused, moe_experts_iq2_s_fused_wide, moe_mmq_pipe_iq2_s, moe_mmq_narrow_iq2_s, moe_mmq_pipe_swiglu_iq2_s, moe_mmq_narrow_swiglu_iq2_s, moe_ws_iq2_s_c16, moe_ws_iq2_s_c32, moe_ws_iq2_s_c64, moe_ws_iq2_s_c16_fast, moe_ws_iq2_s_c32_fast, moe_mmq_resident_iq2_s),
+            (Iq3Xxs, BlockIq3Xxs, moe_gate_up_iq3_xxs_mmq, moe_down_iq3_xxs_mmq, moe_experts_iq3_xxs_fused, moe_experts_iq3_xxs_fused_wide, moe_mmq_pipe_iq3_xxs, moe_mmq_narrow_iq3_xxs, moe_mmq_pipe_swiglu_iq3_xxs, moe_mmq_narrow_swiglu_iq3_xxs, moe_ws_iq3_xxs_c16, moe_ws_iq3_xxs_c32, moe_ws_iq3_xxs_c64, moe_ws_iq3_xxs_c16_fast, moe_ws_iq3_xxs_c32_fast, moe_mmq_resident_iq3_xxs),
+            (Iq3S, BlockIq3S, moe_gate_up_iq3_s_mmq, moe_down_iq3_s_mmq, moe_experts_iq3_s_fused, moe_experts_iq3_s_fused_wide, moe_mmq_pipe_iq3_s, moe_mmq_narrow_iq3_s, moe_mmq_pipe_swiglu_iq3_s, moe_mmq_narrow_swiglu_iq3_s, moe_ws_iq3_s_c16, moe_ws_iq3_s_c32, moe_ws_iq3_s_c64, moe_ws_iq3_s_c16_fast, moe_ws_iq3_s_c32_fast, moe_mmq_resident_iq3_s),
         }
     };
 }

@@ -111,10 +111,14 @@ pub struct MmqParams {
     pub k: u32,
     pub n_cols_x: u32,
     pub out_stride: u32,
-    /// 1: the narrow kernel `moe_mmq_narrow_<wtype>` runs its resident form
-    /// ([`MmqResidentSmem`](crate::layout::MmqResidentSmem), sm_90 modules only): the layout
-    /// exists for the type and `k`, and each tile's 128 rows are consecutive bytes of one
-    /// tensor, 16-byte aligned. 0: its streamed form. Every other kernel ignores it.
+    /// The resident form of the narrow kernel, `moe_mmq_resident_<wtype>` (at least 1;
+    /// [`MmqResidentSmem`](crate::layout::MmqResidentSmem), sm_90 modules only): each CTA over
+    /// this many row tiles of 128 from row `128 resident ctaid.y`, or those of the `n / 128`
+    /// that are left (the grid's y is `ceil(n / (128 resident))`,
+    /// [`resident_row_tiles`](crate::layout::resident_row_tiles)); the
+    /// layout exists for the type and `k`, the CTA has its `total` bytes of shared memory, and
+    /// each tile's 128 rows are consecutive bytes of one tensor, 16-byte aligned. 0 where
+    /// another kernel runs: every other kernel ignores it.
     pub resident: u32,
     pub _pad: u32,
 }

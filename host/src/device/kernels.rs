@@ -75,6 +75,9 @@ pub struct FormatKernels {
     mmq_pipe: Option<CudaFunction>,
     /// `moe_mmq_narrow_<wtype>`: its narrow shape (16-row tiles)
     mmq_narrow: Option<CudaFunction>,
+    /// `moe_mmq_resident_<wtype>`: the narrow shape's resident form (sm_90 modules only,
+    /// `ptx::has_bulk`)
+    mmq_resident: Option<CudaFunction>,
     /// `moe_mmq_pipe_swiglu_<wtype>`, `moe_mmq_narrow_swiglu_<wtype>`: both as the gate/up
     /// product with the SwiGLU + q8_1 epilogue (H out instead of gate and up)
     mmq_swiglu: [Option<CudaFunction>; 2],
@@ -91,7 +94,7 @@ pub struct FormatKernels {
 }
 
 /// Kernels per weight format.
-pub const FORMAT_KERNELS: usize = 13;
+pub const FORMAT_KERNELS: usize = 14;
 /// The first `MMA_KERNELS` of a format's kernels (`format_kernel_names`) are its tensor-core
 /// ones (MMQ gate/up and down, fused, fused_wide, the pipelined MMQ, wide and narrow, and both
 /// with the SwiGLU epilogue), absent below
@@ -136,6 +139,21 @@ impl FormatKernels {
         ))
     }
 
+    /// `moe_mmq_resident_<wtype>` with its name; `Error::Unsupported` when the loaded module has
+    /// none (below sm_90: `ptx::has_bulk`).
+    pub fn mmq_resident(&self) -> Result<(&CudaFunction, &'static str)> {
+        const RESIDENT: usize = FORMAT_KERNELS - 1;
+        let name = self.names[RESIDENT];
+        let f = self.mmq_resident.as_ref().ok_or_else(|| {
+            Error::Unsupported(format!(
+                "kernel `{name}` is not in the loaded PTX module (sm_{}): the resident form \
+                 needs bulk copies (sm_90)",
+                self.ptx_arch
+            ))
+        })?;
+        Ok((f, name))
+    }
+
     /// The gate/up product with the SwiGLU + q8_1 epilogue, wide (`moe_mmq_pipe_swiglu_<wtype>`)
     /// or narrow (`moe_mmq_narrow_swiglu_<wtype>`), with its name; `Error::Unsupported` when
     /// the loaded module has none.
@@ -175,14 +193,15 @@ impl FormatKernels {
 macro_rules! format_table {
     ($(($w:ident, $b:ident, $gate_up:ident, $down:ident, $fused:ident, $wide:ident,
         $pipe:ident, $narrow:ident, $pipe_sw:ident, $narrow_sw:ident, $c16:ident, $c32:ident,
-        $c64:ident, $fast16:ident, $fast32:ident)),* $(,)?) => {
+        $c64:ident, $fast16:ident, $fast32:ident, $resident:ident)),* $(,)?) => {
         /// Names of the per-format kernels, in list order.
         const FORMAT_KERNEL_NAMES: &[&str] = &[$(
             stringify!($gate_up), stringify!($down), stringify!($fused), stringify!($wide),
             stringify!($pipe), stringify!($narrow), stringify!($pipe_sw), stringify!($narrow_sw),
             stringify!($c16), stringify!($c32), stringify!($c64),
             stringify!($fast16),
-            stringify!($fast32)
+            stringify!($fast32),
+            stringify!($resident)
         ),*];
 
         /// The kernel names of format `w` (exhaustive: a type without a row does not compile).
@@ -193,7 +212,7 @@ macro_rules! format_table {
                     stringify!($pipe), stringify!($narrow), stringify!($pipe_sw),
                     stringify!($narrow_sw), stringify!($c16), stringify!($c32),
                     stringify!($c64),
-                    stringify!($fast16), stringify!($fast32)
+                    stringify!($fast16), stringify!($fast32), stringify!($resident)
                 ],)*
             }
         }
@@ -215,6 +234,11 @@ macro_rules! format_table {
                 fused_wide: mma(stringify!($wide))?,
                 mmq_pipe: mma(stringify!($pipe))?,
                 mmq_narrow: mma(stringify!($narrow))?,
+                mmq_resident: if ptx::has_bulk(ptx_arch) {
+                    Some(load(module, stringify!($resident))?)
+                } else {
+                    None
+                },
                 mmq_swiglu: [mma(stringify!($pipe_sw))?, mma(stringify!($narrow_sw))?],
                 ws: [
                     load(module, stringify!($c16))?,
@@ -244,16 +268,18 @@ pub fn kernel_names() -> Vec<&'static str> {
 }
 
 /// Names of the kernels the module of PTX target `arch` holds and the host resolves from it:
-/// all of [`kernel_names`] from sm_75 on, all but the MMQ and fused ones below
+/// all of [`kernel_names`] from sm_90 on, all but the resident MMQ ones (the last of each
+/// format's) from sm_75, and below that neither those nor the MMQ and fused ones
 /// (tests/tests/ptx.rs checks each module has exactly these of [`kernel_names`]).
 pub fn kernel_names_in(arch: u32) -> Vec<&'static str> {
     let skip = if ptx::has_mma(arch) { 0 } else { MMA_KERNELS };
+    let end = FORMAT_KERNELS - usize::from(!ptx::has_bulk(arch));
     COMMON_KERNEL_NAMES
         .iter()
         .chain(
             FORMAT_KERNEL_NAMES
                 .chunks(FORMAT_KERNELS)
-                .flat_map(|row| &row[skip..]),
+                .flat_map(|row| &row[skip..end]),
         )
         .copied()
         .collect()
@@ -297,7 +323,8 @@ mod tests {
                 "moe_ws_q2_0_c32",
                 "moe_ws_q2_0_c64",
                 "moe_ws_q2_0_c16_fast",
-                "moe_ws_q2_0_c32_fast"
+                "moe_ws_q2_0_c32_fast",
+                "moe_mmq_resident_q2_0"
             ]
         );
     }

@@ -3,7 +3,7 @@
 //! reference's bytes, as its streamed form does.
 
 use super::common::*;
-use gpu::layout::{MmqResidentSmem, WType};
+use gpu::layout::{MmqResidentSmem, WType, resident_row_tiles};
 use host::moe::expert::mmq::MmqChoice;
 use host::moe::expert::split::{Product, SplitOptions, SwigluAt};
 use host::moe::expert::ws::WsOptions;
@@ -15,8 +15,9 @@ use tests::*;
 /// Narrow tiles with SwiGLU in its own kernel (so that both products run the narrow kernel
 /// without the epilogue), resident where the layout fits and streamed throughout: the small
 /// layer (K = 256 and 128) and wider ones (hidden 768 or 1,280, FFN 256: several K steps and
-/// 256-value stages resident, more K steps than warps), separate and merged gate/up tensors,
-/// T = 1, 37, 512; the description of
+/// 256-value stages resident, more K steps than warps; hidden 640 or FFN 640: CTAs over 4 row
+/// tiles and fewer in the last, one weight buffer and two), separate and merged gate/up
+/// tensors, T = 1, 37, 512; the description of
 /// each run names the resident products, which are those whose layout exists on a module with
 /// bulk copies.
 #[test]
@@ -43,6 +44,23 @@ fn narrow_resident_form() {
             MoeShape {
                 hidden: 1280,
                 ..wide(WType::Iq2Xxs, WType::Q2_0)
+            },
+            true,
+        ),
+        // Row tiles a CTA (`resident_row_tiles`): gate/up's 4 in one CTA, down's 5 as 4 + 1.
+        (
+            MoeShape {
+                hidden: 640,
+                ..wide(WType::Q2_0, WType::Q2_0)
+            },
+            false,
+        ),
+        // IQ4_NL's down product at K = 640 in one weight buffer, its 6 row tiles as 4 + 2;
+        // gate/up's 10 as 4 + 4 + 2 in two buffers.
+        (
+            MoeShape {
+                ffn: 640,
+                ..wide(WType::Q2_0, WType::Iq4Nl)
             },
             true,
         ),
@@ -97,16 +115,22 @@ fn narrow_resident_form() {
     }
     // Both products resident somewhere on a module with bulk copies.
     assert_eq!(seen, [bulk; 2]);
-    // The 10-step case is resident where it should be (its layout exists).
+    // The 10-step case is resident where it should be (its layout exists), and the last two
+    // cases have the buffers and row tiles they name.
     assert!(MmqResidentSmem::of(WType::Iq2Xxs, 1280).is_some());
+    let bufs = |w, k| MmqResidentSmem::of(w, k).map(|l| l.wbufs);
+    assert_eq!(bufs(WType::Q2_0, 640), Some(2));
+    assert_eq!(bufs(WType::Q2_0, 768), Some(2));
+    assert_eq!(bufs(WType::Iq4Nl, 640), Some(1));
+    assert_eq!([512, 640, 768, 1280].map(resident_row_tiles), [4; 4]);
 }
 
 /// Under `auto` each product takes narrow tiles up to its own bound of rows per expert: a
-/// product the resident form can run up to its type's (`narrow_resident_max_rows`: 28 for
+/// product the resident form can run up to its type's (`narrow_resident_max_rows`: 32 for
 /// IQ4_NL), the others up to `NARROW_MAX_ROWS_PER_EXPERT`. With hidden 2,560 the gate/up
 /// product has no resident layout and the down product (K = 128) has one, so between the two
 /// bounds the products run on tile lists of different widths in one layer. 16 experts, top-4,
-/// at 9, 28, 29 and 41 rows per expert, every byte against the reference.
+/// at 9, 32, 33 and 41 rows per expert, every byte against the reference.
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn auto_tile_widths_per_product() {
@@ -128,7 +152,7 @@ fn auto_tile_widths_per_product() {
         swiglu: SwigluAt::Kernel,
     };
     let mut pf = split_pipeline(&gpu, &s, 164, [Product::Mmq; 2], o);
-    for t in [37, 112, 116, 164] {
+    for t in [37, 128, 132, 164] {
         let per_expert = t * s.top_k / s.n_experts;
         let r = synth::routing(t, s.n_experts, s.top_k, Popularity::Uniform, sd ^ t as u64);
         let label = format!("q2_0/iq4_nl auto T={t} ({per_expert} rows per expert)");

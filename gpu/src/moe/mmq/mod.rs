@@ -253,7 +253,8 @@ unsafe fn store(
 
 macro_rules! mmq_kernels {
     ($(($w:ident, $b:ident, $gate_up:ident, $down:ident, $fused:ident, $wide:ident,
-        $pipe:ident, $narrow:ident, $pipe_sw:ident, $narrow_sw:ident $(, $rest:ident)*)),* $(,)?) => {$(
+        $pipe:ident, $narrow:ident, $pipe_sw:ident, $narrow_sw:ident, $c16:ident, $c32:ident,
+        $c64:ident, $fast16:ident, $fast32:ident, $resident:ident)),* $(,)?) => {$(
         /// MMQ gate/up product for one weight format; see the module doc.
         ///
         /// # Safety
@@ -292,15 +293,21 @@ macro_rules! mmq_kernels {
         /// As `pipe::mmq_pipe`.
         #[unsafe(no_mangle)]
         pub unsafe extern "ptx-kernel" fn $narrow(p: MmqParams) {
-            // The resident form where the host asks for it (sm_90 modules).
-            #[cfg(gpu_sm90)]
-            if p.resident != 0 {
-                // SAFETY: forwarded contract (`MmqParams::resident`).
-                unsafe { pipe::mmq_resident::<$b>(&p) };
-                return;
-            }
             // SAFETY: forwarded contract.
             unsafe { pipe::mmq_pipe::<$b, true, false>(&p) }
+        }
+
+        /// The narrow MMQ product's resident form (sm_90 modules: the tile's whole K
+        /// bulk-copied, `p.resident` row tiles a CTA) for one weight format; see
+        /// gpu/src/moe/mmq/pipe/resident.rs.
+        ///
+        /// # Safety
+        /// As `pipe::mmq_resident`.
+        #[cfg(gpu_sm90)]
+        #[unsafe(no_mangle)]
+        pub unsafe extern "ptx-kernel" fn $resident(p: MmqParams) {
+            // SAFETY: forwarded contract.
+            unsafe { pipe::mmq_resident::<$b>(&p) }
         }
 
         /// The pipelined gate/up product with the SwiGLU + q8_1 epilogue (its output is H's

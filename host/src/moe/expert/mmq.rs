@@ -45,17 +45,17 @@ pub const NARROW_MAX_ROWS_PER_EXPERT: usize = 12;
 /// The same bound for a product whose narrow kernel runs in its resident form
 /// ([`MmqKernels::resident`]: the tile's whole K copied once, no CTA barrier in its K loop).
 /// Measured on the H200 (BENCHMARKS.md), the Q2_0 down product at the reference shape on
-/// narrow resident tiles against the wide kernel: 0.290 / 0.408 ms at 20 rows per expert
-/// (T = 1,024), 0.509 / 0.535 at 40 (T = 2,048); the gate/up product, streamed, stays at
-/// [`NARROW_MAX_ROWS_PER_EXPERT`] (0.637 / 0.599 ms at 20). IQ4_NL's down product takes
+/// narrow resident tiles (four row tiles a CTA) against the wide kernel: 0.419 / 0.450 ms at
+/// 40 rows per expert (T = 2,048), 0.513 / 0.498 at 50; the gate/up product, streamed, stays
+/// at [`NARROW_MAX_ROWS_PER_EXPERT`] (0.637 / 0.599 ms at 20). IQ4_NL's down product takes
 /// [`NARROW_RESIDENT_MAX_ROWS_IQ4_NL`].
 pub const NARROW_RESIDENT_MAX_ROWS_PER_EXPERT: usize = 40;
 
 /// [`NARROW_RESIDENT_MAX_ROWS_PER_EXPERT`] for IQ4_NL, whose wide kernel overtakes the resident
-/// narrow one sooner. Measured on the H200 (the down product at the reference shape, narrow
-/// resident / wide, ms): 0.284 / 0.401 at 15 rows per expert, 0.369 / 0.429 at 20, 0.491 /
-/// 0.478 at 30, 0.626 / 0.527 at 40; the two meet near 28 (Q2_0 at 30: 0.354 / 0.403).
-pub const NARROW_RESIDENT_MAX_ROWS_IQ4_NL: usize = 28;
+/// narrow one sooner (its rows take one weight buffer: `MmqResidentSmem::wbufs`). Measured on
+/// the H200 (the down product at the reference shape, narrow resident / wide, ms): 0.446 /
+/// 0.470 at 30 rows per expert, 0.564 / 0.520 at 40; the two meet near 33.
+pub const NARROW_RESIDENT_MAX_ROWS_IQ4_NL: usize = 32;
 
 /// The bound of rows per expert up to which a product of type `w` takes narrow resident tiles.
 pub const fn narrow_resident_max_rows(w: WType) -> usize {
@@ -171,19 +171,27 @@ impl MmqKernel {
     }
 
     /// Opts a pipelined kernel, and its form with the SwiGLU epilogue, into its shared memory
-    /// (the classic one needs no opt-in).
-    pub fn prepare(self, k: &FormatKernels) -> Result<()> {
+    /// (the classic one needs no opt-in); with the narrow kernel, its resident form
+    /// (`moe_mmq_resident_<type>`) into `resident` bytes where that is not 0
+    /// (`MmqKernels::resident_smem`).
+    pub fn prepare(self, k: &FormatKernels, resident: usize) -> Result<()> {
         let (fs, smem) = match self {
             MmqKernel::Classic => return Ok(()),
             MmqKernel::Pipe { smem } => ([k.mmq_pipe()?, k.mmq_swiglu(false)?], smem),
             MmqKernel::Narrow { smem } => ([k.mmq_narrow()?, k.mmq_swiglu(true)?], smem),
         };
-        for f in fs {
-            f.0.set_attribute(
+        let opt_in = |f: &CudaFunction, smem: usize| {
+            f.set_attribute(
                 FnAttr::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
                 smem as i32,
             )
-            .op("cuFuncSetAttribute (pipelined MMQ kernel shared memory)")?;
+            .op("cuFuncSetAttribute (pipelined MMQ kernel shared memory)")
+        };
+        for f in fs {
+            opt_in(f.0, smem)?;
+        }
+        if matches!(self, MmqKernel::Narrow { .. }) && resident > 0 {
+            opt_in(k.mmq_resident()?.0, resident)?;
         }
         Ok(())
     }
@@ -241,6 +249,9 @@ pub struct MmqKernels {
     /// Under `MmqChoice::Auto`, the most rows per expert at which each product takes narrow
     /// tiles.
     narrow_max: [usize; 2],
+    /// Each product's weight type and K.
+    types: [WType; 2],
+    ks: [usize; 2],
 }
 
 /// Whether the narrow kernel can run a product of type `w` and K `k` in its resident form,
@@ -284,11 +295,13 @@ impl MmqKernels {
             choice,
             bulk,
             narrow_max,
+            types,
+            ks,
         }
     }
 
     /// Whether `kernel` runs product `p` of weight type `w` in the narrow kernel's resident form
-    /// (`MmqParams::resident`, gpu/src/moe/mmq/pipe/resident.rs): the narrow kernel (not its
+    /// (`moe_mmq_resident_<type>`, gpu/src/moe/mmq/pipe/resident.rs): the narrow kernel (not its
     /// SwiGLU form, which `swiglu` says), a module with bulk copies, the resident layout for
     /// the type and `p.k` (`MmqResidentSmem::of`), and each tile's 128 rows consecutive in one
     /// tensor and 16-byte aligned; not under `MmqChoice::NarrowStreamed`.
@@ -302,6 +315,17 @@ impl MmqKernels {
             && tensor_aligned(p.w0)
             && p.w_expert_bytes.is_multiple_of(16)
             && one_tensor
+    }
+
+    /// The most shared memory the narrow kernel of type `w` takes in its resident form, over
+    /// the products of that type that may run it (0 if none: `MmqResidentSmem::total`).
+    pub fn resident_smem(&self, w: WType) -> usize {
+        (0..2)
+            .filter(|&i| self.types[i] == w && resident_form(self.bulk, self.choice, w, self.ks[i]))
+            .filter_map(|i| MmqResidentSmem::of(w, self.ks[i]))
+            .map(|l| l.total)
+            .max()
+            .unwrap_or(0)
     }
 
     /// Every kernel a run may take, each product's in order (for `prepare`).

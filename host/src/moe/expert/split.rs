@@ -12,7 +12,8 @@
 
 use cudarc::driver::CudaSlice;
 use gpu::layout::{
-    MMQ_BLOCK_VALUES, MMQ_ROWS, MmqParams, Q8_1_MMQ_BYTES, WS_COLS, WS_ROWS, WType, padded_k,
+    MMQ_BLOCK_VALUES, MMQ_ROWS, MmqParams, MmqResidentSmem, Q8_1_MMQ_BYTES, WS_COLS, WS_ROWS,
+    WType, padded_k, resident_row_tiles,
 };
 
 use super::{
@@ -52,6 +53,9 @@ pub struct SplitPlan {
     mmq_kernels: [MmqKernel; 2],
     /// Whether each product of the last launch ran the narrow kernel's resident form.
     resident: [bool; 2],
+    /// The shared memory of each product's resident form where it ran (its layout's
+    /// `MmqResidentSmem::total`).
+    resident_smem: [usize; 2],
     products: [Product; 2],
     swiglu: SwigluAt,
     /// Rows of the prepared run.
@@ -85,7 +89,7 @@ impl SplitPlan {
             eligible(Product::Mmq, s)?;
             for ks in mmq.all() {
                 for (k, w) in ks.iter().zip([s.gate_up_type, s.down_type]) {
-                    k.prepare(gpu.kernels.format(w)?)?;
+                    k.prepare(gpu.kernels.format(w)?, mmq.resident_smem(w))?;
                 }
             }
             Some(MmqLists::new(gpu, rows, s.n_experts, &mmq)?)
@@ -116,6 +120,7 @@ impl SplitPlan {
             mmq,
             mmq_kernels,
             resident: [false; 2],
+            resident_smem: [0; 2],
             products: [first; 2],
             swiglu: opts.swiglu,
             run_rows: rows,
@@ -152,8 +157,9 @@ impl SplitPlan {
     }
 
     /// `p` with `resident` set where product `which` (type `w`; `swiglu`: its kernel has the
-    /// SwiGLU epilogue) runs the narrow kernel's resident form (`MmqKernels::resident`),
-    /// recorded for the plan's description.
+    /// SwiGLU epilogue) runs the narrow kernel's resident form (`MmqKernels::resident`): the
+    /// row tiles each CTA runs (`gpu::layout::resident_row_tiles`), recorded with the form's
+    /// shared memory for the launch and the plan's description.
     fn with_resident(
         &mut self,
         which: usize,
@@ -161,10 +167,17 @@ impl SplitPlan {
         w: WType,
         mut p: MmqParams,
     ) -> MmqParams {
-        let on = self.products[which] == Product::Mmq
-            && self.mmq.resident(self.mmq_kernels[which], swiglu, w, &p);
-        self.resident[which] = on;
-        p.resident = on as u32;
+        let layout = (self.products[which] == Product::Mmq
+            && self.mmq.resident(self.mmq_kernels[which], swiglu, w, &p))
+        .then(|| MmqResidentSmem::of(w, p.k as usize))
+        .flatten();
+        self.resident[which] = layout.is_some();
+        self.resident_smem[which] = layout.map_or(0, |l| l.total);
+        p.resident = if layout.is_some() {
+            resident_row_tiles(p.n as usize) as u32
+        } else {
+            0
+        };
         p
     }
 }

@@ -29,9 +29,11 @@
 //!   copied into shared memory in the prologue (`Cta::copy_tables`, `MmqPipeSmem::tables`) and
 //!   every decode looks them up there (`formats::SharedTables`).
 //!
-//! - Resident form (resident.rs, sm_90, the narrow kernel without the epilogue, where the host
-//!   sets `MmqParams::resident`): the tile's whole K copied once in the prologue by bulk copies,
-//!   warp by warp, and a K loop without CTA barriers (the down product at the reference shape).
+//! - Resident form (resident.rs, sm_90: the narrow kernel without the epilogue as a kernel of
+//!   its own, `moe_mmq_resident_<type>`, `MmqParams::resident` row tiles a CTA): the tile's
+//!   whole K copied once by bulk copies, warp by warp, the next row tile's rows while the
+//!   warp multiplies, and a K loop without CTA barriers (the down product at the reference
+//!   shape).
 //!
 //! - SwiGLU epilogue (`moe_mmq_(pipe|narrow)_swiglu_<type>`, gate/up only; swiglu.rs): the tile's
 //!   rows are gate and up rows of the same 64 features, interleaved by 8 (`Cta::row_addr`), so

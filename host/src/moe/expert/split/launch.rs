@@ -25,6 +25,13 @@ impl SplitPlan {
         p: MmqParams,
     ) -> Result<()> {
         let (n_tiles, rows, threads, smem) = match prod {
+            // The resident form: up to `p.resident` row tiles a CTA, in its own layout.
+            Product::Mmq if p.resident > 0 => (
+                self.lists().len(self.mmq_kernels[which]),
+                MMQ_ROWS * p.resident as usize,
+                MMQ_THREADS,
+                self.resident_smem[which],
+            ),
             Product::Mmq => (
                 self.lists().len(self.mmq_kernels[which]),
                 MMQ_ROWS,
@@ -41,8 +48,18 @@ impl SplitPlan {
         if n_tiles == 0 {
             return Ok(());
         }
+        // The resident form is a kernel of its own (`moe_mmq_resident_<type>`).
+        let resident;
+        let (func, name) = if prod == Product::Mmq && p.resident > 0 {
+            let w = [self.shape.gate_up_type, self.shape.down_type][which];
+            resident = gpu.kernels.format(w)?.mmq_resident()?;
+            (resident.0, resident.1)
+        } else {
+            (func, name)
+        };
         let cfg = LaunchConfig {
-            grid_dim: (n_tiles as u32, p.n / rows as u32, 1),
+            // (The resident form's last CTA of a column may run fewer row tiles.)
+            grid_dim: (n_tiles as u32, (p.n as usize).div_ceil(rows) as u32, 1),
             block_dim: (threads as u32, 1, 1),
             shared_mem_bytes: smem as u32,
         };
