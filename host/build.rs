@@ -25,7 +25,13 @@ fn main() {
             out_dir: nested.clone(),
             max_registers: match (builder::ws_only(arch), builder::has_bulk(arch)) {
                 (Ok(true), _) => gpu::layout::MAX_REGISTERS,
-                (_, Ok(true)) => gpu::layout::MAX_REGISTERS_BULK,
+                (_, Ok(true)) => Vec::leak(
+                    [
+                        gpu::layout::MAX_REGISTERS_MMA,
+                        gpu::layout::MAX_REGISTERS_RESIDENT,
+                    ]
+                    .concat(),
+                ),
                 _ => gpu::layout::MAX_REGISTERS_MMA,
             },
         };

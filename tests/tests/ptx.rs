@@ -81,14 +81,17 @@ fn the_probe_that_emulates_ggml_does_use_fast_math() {
 fn register_caps_are_in_every_module() {
     assert!(!gpu::layout::MAX_REGISTERS.is_empty());
     for (arch, ptx) in MODULES {
-        let caps = if arch < 70 {
-            gpu::layout::MAX_REGISTERS
+        let caps: &[&[(&str, u32)]] = if arch < 70 {
+            &[gpu::layout::MAX_REGISTERS]
         } else if arch < 90 {
-            gpu::layout::MAX_REGISTERS_MMA
+            &[gpu::layout::MAX_REGISTERS_MMA]
         } else {
-            gpu::layout::MAX_REGISTERS_BULK
+            &[
+                gpu::layout::MAX_REGISTERS_MMA,
+                gpu::layout::MAX_REGISTERS_RESIDENT,
+            ]
         };
-        for &(name, regs) in caps {
+        for &(name, regs) in caps.iter().copied().flatten() {
             let body = kernel_body(ptx, name).expect("present");
             let head = &body[..body.find("\n{").expect("a body")];
             assert!(

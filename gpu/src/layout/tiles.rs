@@ -45,37 +45,29 @@ macro_rules! mma_register_caps {
     ($(($w:ident, $b:ident, $gu:ident, $dn:ident, $f:ident, $fw:ident, $pipe:ident,
         $narrow:ident, $pipe_sw:ident, $narrow_sw:ident, $c16:ident, $c32:ident, $c64:ident,
         $fast16:ident, $fast32:ident, $resident:ident)),* $(,)?) => {
-        &[
-            SWIGLU_QUANT_CAP,
-            $((stringify!($pipe), MMQ_PIPE_MAX_REGISTERS),
-            (stringify!($narrow), MMQ_NARROW_MAX_REGISTERS),
-            (stringify!($pipe_sw), MMQ_PIPE_MAX_REGISTERS),
-            (stringify!($narrow_sw), MMQ_NARROW_MAX_REGISTERS)),*
-        ]
+        (
+            &[
+                SWIGLU_QUANT_CAP,
+                $((stringify!($pipe), MMQ_PIPE_MAX_REGISTERS),
+                (stringify!($narrow), MMQ_NARROW_MAX_REGISTERS),
+                (stringify!($pipe_sw), MMQ_PIPE_MAX_REGISTERS),
+                (stringify!($narrow_sw), MMQ_NARROW_MAX_REGISTERS)),*
+            ],
+            &[$((stringify!($resident), MMQ_NARROW_MAX_REGISTERS)),*],
+        )
     };
 }
 
-macro_rules! bulk_register_caps {
-    ($(($w:ident, $b:ident, $gu:ident, $dn:ident, $f:ident, $fw:ident, $pipe:ident,
-        $narrow:ident, $pipe_sw:ident, $narrow_sw:ident, $c16:ident, $c32:ident, $c64:ident,
-        $fast16:ident, $fast32:ident, $resident:ident)),* $(,)?) => {
-        &[
-            SWIGLU_QUANT_CAP,
-            $((stringify!($pipe), MMQ_PIPE_MAX_REGISTERS),
-            (stringify!($narrow), MMQ_NARROW_MAX_REGISTERS),
-            (stringify!($pipe_sw), MMQ_PIPE_MAX_REGISTERS),
-            (stringify!($narrow_sw), MMQ_NARROW_MAX_REGISTERS),
-            (stringify!($resident), MMQ_NARROW_MAX_REGISTERS)),*
-        ]
-    };
-}
+type Caps = &'static [(&'static str, u32)];
+const MMA_CAPS: (Caps, Caps) = crate::for_each_format!(mma_register_caps);
 
 /// [`MAX_REGISTERS`] and the caps of kernels that only the tensor-core modules hold (every
 /// module but sm_60's): the builder's caps for those modules.
-pub const MAX_REGISTERS_MMA: &[(&str, u32)] = crate::for_each_format!(mma_register_caps);
-/// [`MAX_REGISTERS_MMA`] and the caps of the kernels that only the modules with bulk copies
-/// hold (sm_90: the narrow MMQ kernel's resident form, three CTAs per SM as the narrow one).
-pub const MAX_REGISTERS_BULK: &[(&str, u32)] = crate::for_each_format!(bulk_register_caps);
+pub const MAX_REGISTERS_MMA: &[(&str, u32)] = MMA_CAPS.0;
+/// The caps of the kernels that only the modules with bulk copies hold (sm_90: the narrow MMQ
+/// kernel's resident form, three CTAs per SM as the narrow one), besides
+/// [`MAX_REGISTERS_MMA`].
+pub const MAX_REGISTERS_RESIDENT: &[(&str, u32)] = MMA_CAPS.1;
 /// Values one thread loads and quantizes per chunk.
 pub const QUANT_VALUES_PER_THREAD: usize = 4;
 
