@@ -51,10 +51,8 @@ pub struct SplitPlan {
     mmq: MmqKernels,
     /// The MMQ kernel of each product (gate/up, down) of the prepared run.
     mmq_kernels: [MmqKernel; 2],
-    /// Whether each product of the last launch ran the narrow kernel's resident form.
-    resident: [bool; 2],
-    /// The shared memory of each product's resident form where it ran (its layout's
-    /// `MmqResidentSmem::total`).
+    /// The shared memory of each product's resident form where the last launch ran it (its
+    /// layout's `MmqResidentSmem::total`), else 0.
     resident_smem: [usize; 2],
     products: [Product; 2],
     swiglu: SwigluAt,
@@ -119,7 +117,6 @@ impl SplitPlan {
             ws_tier: 0,
             mmq,
             mmq_kernels,
-            resident: [false; 2],
             resident_smem: [0; 2],
             products: [first; 2],
             swiglu: opts.swiglu,
@@ -171,7 +168,6 @@ impl SplitPlan {
             && self.mmq.resident(self.mmq_kernels[which], swiglu, w, &p))
         .then(|| MmqResidentSmem::of(w, p.k as usize))
         .flatten();
-        self.resident[which] = layout.is_some();
         self.resident_smem[which] = layout.map_or(0, |l| l.total);
         p.resident = if layout.is_some() {
             resident_row_tiles(p.n as usize) as u32
@@ -340,7 +336,7 @@ impl ExpertPlan for SplitPlan {
                     ""
                 },
                 self.mmq_kernels[which].name(),
-                if self.resident[which] {
+                if self.resident_smem[which] > 0 {
                     ", resident"
                 } else {
                     ""

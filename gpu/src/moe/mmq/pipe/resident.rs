@@ -175,9 +175,9 @@ unsafe fn k_loop<B: WeightBlock>(
         };
         let mut acc = [[[0.0f32; 4]; 4]; 2];
         for j in 0..nk {
-            // SAFETY: initialized above, the issuing lane arrived with the step's bytes (waited
-            // for again in later row tiles: the phase stays completed); then the warp's rows
-            // and the step's activations have landed.
+            // SAFETY: initialized above, the issuing lane arrived with the step's bytes; this
+            // warp waits for them in the first row tile, after which they stay; the warp's
+            // rows have landed (above).
             unsafe {
                 if r == 0 {
                     mbar_wait(abar(j), 0);
