@@ -142,8 +142,15 @@ const _: () = assert!(scatter_place_smem(MAX_EXPERTS, 32) <= 48 * 1024);
 const _: () = assert!(SCATTER_CHUNK.is_multiple_of(SCATTER_PLACE_TOKENS));
 // A group's tokens are one warp's lanes (a bit each in a u32 mask).
 const _: () = assert!(SCATTER_PLACE_TOKENS <= 32);
-/// Output values (threads) of one `moe_combine` CTA along the hidden size.
-pub const COMBINE_THREADS: usize = 256;
+/// Threads of one `moe_combine` CTA along the hidden size, each over [`COMBINE_VALUES`]
+/// consecutive output values.
+pub const COMBINE_THREADS: usize = 128;
+/// Consecutive output values a `moe_combine` thread sums: one 16-byte load per slot (the
+/// hidden size is a multiple of 128, so of this).
+pub const COMBINE_VALUES: usize = 4;
+/// Slots whose loads a `moe_combine` thread issues before it sums them: their rows' loads are in
+/// flight together, where one slot at a time waited a memory latency per slot.
+pub const COMBINE_SLOTS_AHEAD: usize = 8;
 /// Largest expert count the scatter and route kernels support.
 pub const MAX_EXPERTS: usize = 2048;
 /// Weight rows of a fused-path pass (one `mma` tile of the CTA): 128, the warps 2 along the

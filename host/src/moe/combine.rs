@@ -1,7 +1,7 @@
 //! Launcher of `moe_combine` (gpu/src/moe/combine.rs). CPU twin: host/src/reference/combine.rs.
 
 use cudarc::driver::{CudaSlice, LaunchConfig, PushKernelArg};
-use gpu::layout::{COMBINE_THREADS, CombineParams};
+use gpu::layout::{COMBINE_THREADS, COMBINE_VALUES, CombineParams};
 
 use crate::device::{Gpu, KArg, dptr};
 use crate::error::{DriverOp, Error, Result};
@@ -26,6 +26,11 @@ pub fn launch(
             want: n_tokens * hidden,
         });
     }
+    if !hidden.is_multiple_of(COMBINE_VALUES) {
+        return Err(Error::Unsupported(format!(
+            "combine: hidden {hidden} is not a multiple of {COMBINE_VALUES}"
+        )));
+    }
     if n_tokens == 0 {
         return Ok(());
     }
@@ -39,7 +44,11 @@ pub fn launch(
         _pad: 0,
     });
     let cfg = LaunchConfig {
-        grid_dim: (n_tokens as u32, hidden.div_ceil(COMBINE_THREADS) as u32, 1),
+        grid_dim: (
+            n_tokens as u32,
+            hidden.div_ceil(COMBINE_THREADS * COMBINE_VALUES) as u32,
+            1,
+        ),
         block_dim: (COMBINE_THREADS as u32, 1, 1),
         shared_mem_bytes: 0,
     };
