@@ -16,7 +16,8 @@ const _: () = assert!(COMBINE_VALUES == 4 && COMBINE_SLOTS_AHEAD == 8);
 ///
 /// # Safety
 /// Buffers as `layout::CombineParams`, 16-byte aligned; `hidden` a multiple of
-/// `COMBINE_VALUES`; `dm` not written while the kernel runs.
+/// `COMBINE_VALUES`; `n_tokens * hidden` below 2^32 (the output's index is 32-bit); `dm` not
+/// written while the kernel runs.
 #[unsafe(no_mangle)]
 pub unsafe extern "ptx-kernel" fn moe_combine(p: CombineParams) {
     let t = ctaid_x();

@@ -4,7 +4,28 @@ use cudarc::driver::{CudaSlice, LaunchConfig, PushKernelArg};
 use gpu::layout::{COMBINE_THREADS, COMBINE_VALUES, CombineParams};
 
 use crate::device::{Gpu, KArg, dptr};
-use crate::error::{DriverOp, Error, Result};
+use crate::error::{DriverOp, Error, Result, shape};
+
+/// Whether the combine takes `n_tokens` tokens of `hidden` values: `hidden` a multiple of
+/// `COMBINE_VALUES`, and at most 2^32 - 1 output values (the kernel indexes them in 32 bits).
+/// The pipeline checks it for its token capacity when it is made.
+pub fn check(n_tokens: usize, hidden: usize) -> Result<()> {
+    if !hidden.is_multiple_of(COMBINE_VALUES) {
+        return Err(shape(
+            "moe_combine: hidden",
+            hidden,
+            format!("a multiple of {COMBINE_VALUES}"),
+        ));
+    }
+    if n_tokens.saturating_mul(hidden) > u32::MAX as usize {
+        return Err(shape(
+            "moe_combine: tokens",
+            n_tokens,
+            format!("at most {} at hidden {hidden}", u32::MAX as usize / hidden),
+        ));
+    }
+    Ok(())
+}
 
 /// Queues `out[t][h] = sum_s dm[t * top_k + s][h] * weights[t][s]` (slot order, fma chain).
 pub fn launch(
@@ -26,11 +47,7 @@ pub fn launch(
             want: n_tokens * hidden,
         });
     }
-    if !hidden.is_multiple_of(COMBINE_VALUES) {
-        return Err(Error::Unsupported(format!(
-            "combine: hidden {hidden} is not a multiple of {COMBINE_VALUES}"
-        )));
-    }
+    check(n_tokens, hidden)?;
     if n_tokens == 0 {
         return Ok(());
     }
@@ -61,4 +78,20 @@ pub fn launch(
     }
     .op("launch moe_combine")?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::check;
+
+    #[test]
+    fn check_takes_whole_vectors_and_32_bit_outputs() {
+        let most = u32::MAX as usize / 2560;
+        assert!(check(0, 2560).is_ok());
+        assert!(check(16_384, 2560).is_ok());
+        assert!(check(most, 2560).is_ok());
+        assert!(check(most + 1, 2560).is_err());
+        assert!(check(usize::MAX, 2560).is_err());
+        assert!(check(1, 2562).is_err());
+    }
 }

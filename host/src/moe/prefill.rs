@@ -74,6 +74,7 @@ impl Prefill {
     ) -> Result<Self> {
         shape.check()?;
         scatter::check(cap_tokens, shape.top_k, shape.n_experts, shape.hidden)?;
+        combine::check(cap_tokens, shape.hidden)?;
         let rows = (cap_tokens * shape.top_k).max(1);
         let plan = path::plan_for(path.into(), gpu, shape, rows)?;
         Self::with_plan(gpu, shape, cap_tokens, plan)
@@ -89,6 +90,7 @@ impl Prefill {
     ) -> Result<Self> {
         shape.check()?;
         scatter::check(cap_tokens, shape.top_k, shape.n_experts, shape.hidden)?;
+        combine::check(cap_tokens, shape.hidden)?;
         let rows = (cap_tokens * shape.top_k).max(1);
         let p = 0xa5;
         let ev = || {
