@@ -8,19 +8,16 @@
 //! product per run (moe/expert/auto.rs). Both kernel families take `MmqParams` and give the
 //! same bytes, so any mix gives the reference's. SwiGLU + q8_1 runs in `moe_swiglu_quant` or,
 //! at many rows per expert, in the epilogue of the pipelined MMQ gate/up kernel (`SwigluAt`).
-//! The choice types and options: products.rs; one product's launch: split/launch.rs.
+//! The choice types and options: products.rs; queueing the stages: split/launch.rs.
 
 use cudarc::driver::CudaSlice;
-use gpu::layout::{
-    MMQ_BLOCK_VALUES, MMQ_ROWS, MmqParams, MmqResidentSmem, Q8_1_MMQ_BYTES, WS_COLS, WS_ROWS,
-    WType, padded_k, resident_row_tiles,
-};
+use gpu::layout::{MMQ_BLOCK_VALUES, MMQ_ROWS, Q8_1_MMQ_BYTES, WS_COLS, WS_ROWS, padded_k};
 
 use super::{
     Bounds, ExpertIo, ExpertPlan, Intermediates, check_rows, max_tiles, rows_per_routed_expert,
     tiles_from_bounds, upload_tiles,
 };
-use crate::device::{Gpu, dptr};
+use crate::device::Gpu;
 use crate::error::Result;
 use crate::moe::expert::mmq::{MmqKernel, MmqKernels};
 use crate::moe::expert::mmq_lists::MmqLists;
@@ -28,8 +25,7 @@ use crate::moe::expert::tiles::TileRepr;
 use crate::moe::expert::ws::{self, WsOptions};
 use crate::moe::layer::DeviceLayer;
 use crate::moe::path::ExpertPath;
-use crate::moe::swiglu_quant::SwigluQuantPlan;
-use crate::problem::{MoeShape, SwigluQuantShape};
+use crate::problem::MoeShape;
 
 pub use super::products::{Product, SplitChoice, SplitOptions, SwigluAt, eligible};
 
@@ -152,30 +148,6 @@ impl SplitPlan {
     pub fn mmq_kernels(&self) -> [MmqKernel; 2] {
         self.mmq_kernels
     }
-
-    /// `p` with `resident` set where product `which` (type `w`; `swiglu`: its kernel has the
-    /// SwiGLU epilogue) runs the narrow kernel's resident form (`MmqKernels::resident`): the
-    /// row tiles each CTA runs (`gpu::layout::resident_row_tiles`), recorded with the form's
-    /// shared memory for the launch and the plan's description.
-    fn with_resident(
-        &mut self,
-        which: usize,
-        swiglu: bool,
-        w: WType,
-        mut p: MmqParams,
-    ) -> MmqParams {
-        let layout = (self.products[which] == Product::Mmq
-            && self.mmq.resident(self.mmq_kernels[which], swiglu, w, &p))
-        .then(|| MmqResidentSmem::of(w, p.k as usize))
-        .flatten();
-        self.resident_smem[which] = layout.map_or(0, |l| l.total);
-        p.resident = if layout.is_some() {
-            resident_row_tiles(p.n as usize) as u32
-        } else {
-            0
-        };
-        p
-    }
 }
 
 fn hq_bytes(s: &MoeShape, rows: usize) -> usize {
@@ -251,76 +223,7 @@ impl ExpertPlan for SplitPlan {
         io: &ExpertIo,
         mark: &mut dyn FnMut(usize) -> Result<()>,
     ) -> Result<()> {
-        let s = self.shape;
-        check_rows("split path", io.n_rows, self.cap_rows)?;
-        let st = &gpu.stream;
-        let w = layer.ptrs(gpu);
-        let epilogue = self.epilogue();
-        let (func, name, tiles) = self.kernel(gpu, 0, s.gate_up_type)?;
-        // With the epilogue the output is H's D4 blocks [padded_k(ffn) / 128][n_rows], as
-        // moe_swiglu_quant writes them (no row stride).
-        let (out, out_stride) = if epilogue {
-            (dptr(&self.hq, st), 0)
-        } else {
-            (dptr(&self.gu, st), 2 * s.ffn as u32)
-        };
-        let gu_p = MmqParams {
-            w0: w.gate,
-            w1: if w.merged { 0 } else { w.up },
-            w_expert_bytes: w.gu_expert_bytes,
-            x: io.xq,
-            tiles,
-            out,
-            out_rows: 0,
-            row_bytes: w.gu_row_bytes as u32,
-            n_split: if w.merged {
-                2 * s.ffn as u32
-            } else {
-                s.ffn as u32
-            },
-            n: 2 * s.ffn as u32,
-            k: s.hidden as u32,
-            n_cols_x: io.n_rows as u32,
-            out_stride,
-            resident: 0,
-            _pad: 0,
-        };
-        let gu_p = self.with_resident(0, epilogue, s.gate_up_type, gu_p);
-        // SAFETY: weights resident with the layer's shape (checked at upload); xq holds
-        // hidden_padded / 128 chunks of n_rows blocks; the tiles cover rows < n_rows with at
-        // most the kernel's width each; gu holds cap_rows >= n_rows rows of 2 ffn, hq
-        // padded_k(ffn) / 128 chunks of cap_rows blocks (ffn a multiple of 128 for the
-        // epilogue, as `epilogue` checks).
-        unsafe { self.product(gpu, 0, self.products[0], func, name, gu_p)? };
-        mark(0)?;
-        if !epilogue {
-            let sq = SwigluQuantShape::dense(io.n_rows, s.ffn, false);
-            SwigluQuantPlan::new(&sq, s.down_type.id())?.launch(gpu, &self.gu, &mut self.hq)?;
-            mark(1)?;
-        }
-        let (func, name, tiles) = self.kernel(gpu, 1, s.down_type)?;
-        let dn_p = MmqParams {
-            w0: w.down,
-            w1: 0,
-            w_expert_bytes: w.down_expert_bytes,
-            x: dptr(&self.hq, st),
-            tiles,
-            out: io.dm,
-            out_rows: io.row_dst,
-            row_bytes: w.down_row_bytes as u32,
-            n_split: s.hidden as u32,
-            n: s.hidden as u32,
-            k: s.ffn as u32,
-            n_cols_x: io.n_rows as u32,
-            out_stride: s.hidden as u32,
-            resident: 0,
-            _pad: 0,
-        };
-        let dn_p = self.with_resident(1, false, s.down_type, dn_p);
-        // SAFETY: as for gate/up; hq holds padded(ffn) / 128 chunks of n_rows blocks;
-        // row_dst maps each row to its (token, slot) row of dm.
-        unsafe { self.product(gpu, 1, self.products[1], func, name, dn_p)? };
-        mark(if epilogue { 1 } else { 2 })
+        self.queue(gpu, layer, io, mark)
     }
 
     fn describe(&self) -> String {

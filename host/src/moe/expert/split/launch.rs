@@ -1,14 +1,126 @@
-//! One product of a split plan (split.rs): its kernel, tile list and launch.
+//! Queueing a split plan's stages (split.rs): each product's parameters, kernel, tile list and
+//! launch, and `moe_swiglu_quant` between them.
 
 use cudarc::driver::{CudaFunction, LaunchConfig, PushKernelArg};
-use gpu::layout::{MMQ_ROWS, MMQ_THREADS, MmqParams, WS_COLS, WS_ROWS, WS_THREADS, ws_smem_bytes};
+use gpu::layout::{
+    MMQ_ROWS, MMQ_THREADS, MmqParams, MmqResidentSmem, WS_COLS, WS_ROWS, WS_THREADS, WType,
+    resident_row_tiles, ws_smem_bytes,
+};
 
 use super::{Product, SplitPlan};
 use crate::device::{Gpu, KArg, dptr};
 use crate::error::{DriverOp, Result};
-use crate::moe::expert::ws;
+use crate::moe::expert::{ExpertIo, check_rows, ws};
+use crate::moe::layer::DeviceLayer;
+use crate::moe::swiglu_quant::SwigluQuantPlan;
+use crate::problem::SwigluQuantShape;
 
 impl SplitPlan {
+    /// Queues the plan's stages for a prepared run (`ExpertPlan::launch`): the gate/up
+    /// product, `moe_swiglu_quant` where the epilogue does not take it, the down product.
+    pub(super) fn queue(
+        &mut self,
+        gpu: &Gpu,
+        layer: &DeviceLayer,
+        io: &ExpertIo,
+        mark: &mut dyn FnMut(usize) -> Result<()>,
+    ) -> Result<()> {
+        let s = self.shape;
+        check_rows("split path", io.n_rows, self.cap_rows)?;
+        let st = &gpu.stream;
+        let w = layer.ptrs(gpu);
+        let epilogue = self.epilogue();
+        let (func, name, tiles) = self.kernel(gpu, 0, s.gate_up_type)?;
+        // With the epilogue the output is H's D4 blocks [padded_k(ffn) / 128][n_rows], as
+        // moe_swiglu_quant writes them (no row stride).
+        let (out, out_stride) = if epilogue {
+            (dptr(&self.hq, st), 0)
+        } else {
+            (dptr(&self.gu, st), 2 * s.ffn as u32)
+        };
+        let gu_p = MmqParams {
+            w0: w.gate,
+            w1: if w.merged { 0 } else { w.up },
+            w_expert_bytes: w.gu_expert_bytes,
+            x: io.xq,
+            tiles,
+            out,
+            out_rows: 0,
+            row_bytes: w.gu_row_bytes as u32,
+            n_split: if w.merged {
+                2 * s.ffn as u32
+            } else {
+                s.ffn as u32
+            },
+            n: 2 * s.ffn as u32,
+            k: s.hidden as u32,
+            n_cols_x: io.n_rows as u32,
+            out_stride,
+            resident: 0,
+            _pad: 0,
+        };
+        let gu_p = self.with_resident(0, epilogue, s.gate_up_type, gu_p);
+        // SAFETY: weights resident with the layer's shape (checked at upload); xq holds
+        // hidden_padded / 128 chunks of n_rows blocks; the tiles cover rows < n_rows with at
+        // most the kernel's width each; gu holds cap_rows >= n_rows rows of 2 ffn, hq
+        // padded_k(ffn) / 128 chunks of cap_rows blocks (ffn a multiple of 128 for the
+        // epilogue, as `epilogue` checks).
+        unsafe { self.product(gpu, 0, self.products[0], func, name, gu_p)? };
+        mark(0)?;
+        if !epilogue {
+            let sq = SwigluQuantShape::dense(io.n_rows, s.ffn, false);
+            SwigluQuantPlan::new(&sq, s.down_type.id())?.launch(gpu, &self.gu, &mut self.hq)?;
+            mark(1)?;
+        }
+        let (func, name, tiles) = self.kernel(gpu, 1, s.down_type)?;
+        let dn_p = MmqParams {
+            w0: w.down,
+            w1: 0,
+            w_expert_bytes: w.down_expert_bytes,
+            x: dptr(&self.hq, st),
+            tiles,
+            out: io.dm,
+            out_rows: io.row_dst,
+            row_bytes: w.down_row_bytes as u32,
+            n_split: s.hidden as u32,
+            n: s.hidden as u32,
+            k: s.ffn as u32,
+            n_cols_x: io.n_rows as u32,
+            out_stride: s.hidden as u32,
+            resident: 0,
+            _pad: 0,
+        };
+        let dn_p = self.with_resident(1, false, s.down_type, dn_p);
+        // SAFETY: as for gate/up; hq holds padded(ffn) / 128 chunks of n_rows blocks;
+        // row_dst maps each row to its (token, slot) row of dm.
+        unsafe { self.product(gpu, 1, self.products[1], func, name, dn_p)? };
+        mark(if epilogue { 1 } else { 2 })
+    }
+
+    /// `p` with `resident` set where product `which` (type `w`; `swiglu`: its kernel has the
+    /// SwiGLU epilogue) runs the narrow kernel's resident form (`MmqKernels::resident`): the
+    /// row tiles each CTA runs (`gpu::layout::resident_row_tiles`), recorded with the form's
+    /// shared memory for the launch and the plan's description.
+    fn with_resident(
+        &mut self,
+        which: usize,
+        swiglu: bool,
+        w: WType,
+        mut p: MmqParams,
+    ) -> MmqParams {
+        let layout = (self.products[which] == Product::Mmq
+            && self.mmq.resident(self.mmq_kernels[which], swiglu, w, &p))
+        .then(|| MmqResidentSmem::of(w, p.k as usize))
+        .flatten();
+        self.resident_smem[which] = layout.map_or(0, |l| l.total);
+        p.resident = if layout.is_some() {
+            resident_row_tiles(p.n as usize) as u32
+        } else {
+            0
+        };
+        p
+    }
+
     /// Queues one product over the prepared tiles of its family.
     ///
     /// # Safety
