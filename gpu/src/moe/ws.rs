@@ -17,7 +17,7 @@
 //! 32-row tier (WS_FAST, opt-in) enters a fully unrolled body for its exact number of row pairs
 //! through a `match` (a jump table) instead of testing each pair per group, and keeps the scales
 //! `[group][row]` so a pair's two scales are one 8-byte load. Same arithmetic, same bytes.
-//! Launcher: host/src/moe/expert/split.rs.
+//! Launcher: host/src/moe/expert/split/launch.rs.
 
 use crate::formats::WeightBlock;
 use crate::layout::{

@@ -11,7 +11,7 @@
 //! blocks are copied in 16-byte pieces, then each warp runs `ldmatrix` + `mma` per group.
 //! Shared memory: `layout::MMQ_SMEM_BYTES` (31,744 bytes): weight tile `[128][144 B]`, weight
 //! scales `[128][8] f32`, activation tile `[64][144 B]` (whole D4 blocks).
-//! Launcher: host/src/moe/expert/split.rs. The pipelined form of this kernel (the same bytes,
+//! Launcher: host/src/moe/expert/split/launch.rs. The pipelined form of this kernel (the same bytes,
 //! copies and decode overlapped with the products; a wide and a narrow shape) is in pipe/
 //! (mod.rs; its copies in copy.rs).
 

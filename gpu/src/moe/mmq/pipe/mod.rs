@@ -43,7 +43,7 @@
 //! Numerics: MMQ's exactly (`gpu::quant::mmq_step_32_magic` / `mmq_step_16_magic` in ascending
 //! K), so the bytes equal the classic kernel's and the CPU reference's; the epilogue is
 //! `moe_swiglu_quant`'s (`gpu::quant::swiglu`, the q8_1 rule), so H's bytes are its bytes.
-//! Launcher: host/src/moe/expert/split.rs (chosen where the device has the shared memory).
+//! Launcher: host/src/moe/expert/split/launch.rs (chosen where the device has the shared memory).
 
 mod copy;
 mod cta;
