@@ -1,4 +1,4 @@
-//! The packed-pair integer arithmetic of the weight-stationary kernels (gpu/src/moe/ws.rs),
+//! The packed-pair integer arithmetic of the weight-stationary kernels (gpu/src/moe/ws/),
 //! compiled for both sides so that its exactness is tested on the host.
 //!
 //! Two activation rows' int8 values of the same K index go into one word

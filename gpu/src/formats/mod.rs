@@ -31,7 +31,7 @@ pub use words::{
 /// names of its kernels: the MMQ gate/up and down products and the pipelined MMQ products,
 /// wide and narrow, each also as a gate/up product with the SwiGLU + q8_1 epilogue
 /// (gpu/src/moe/mmq/), the fused expert kernels with this type as gate/up, 32- and 64-row
-/// tiles (gpu/src/moe/fused/), the weight-stationary tiers (gpu/src/moe/ws.rs), and the
+/// tiles (gpu/src/moe/fused/), the weight-stationary tiers (gpu/src/moe/ws/), and the
 /// narrow MMQ product's resident form (sm_90 modules only). The kernels are stamped from it, and so are the
 /// host's kernel table and its per-format dispatch (host/src/device.rs), whose exhaustive
 /// `match` on `WType` stops the build when a type has no row.

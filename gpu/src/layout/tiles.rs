@@ -235,7 +235,7 @@ impl FusedSmem {
 }
 
 /// Weight rows of a weight-stationary CTA, one per thread: each thread decodes its row's
-/// weight blocks once per pass over K and keeps them in registers (gpu/src/moe/ws.rs).
+/// weight blocks once per pass over K and keeps them in registers (gpu/src/moe/ws/).
 pub const WS_ROWS: usize = 128;
 /// Threads of a weight-stationary CTA (one per weight row).
 pub const WS_THREADS: usize = WS_ROWS;

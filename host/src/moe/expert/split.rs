@@ -3,7 +3,7 @@
 //! one CTA per up to 64 rows of an expert, `mma`; the pipelined kernel where its shared memory
 //! fits - its narrow shape, 16-row tiles, at few rows per expert - else the classic one,
 //! expert/mmq.rs) or on the weight-stationary ones
-//! (gpu/src/moe/ws.rs: a thread per weight row, integer `mad`, tiers of 16/32/64 rows, largest
+//! (gpu/src/moe/ws/: a thread per weight row, integer `mad`, tiers of 16/32/64 rows, largest
 //! expert first). `--path mmq` and `--path ws` fix both products; `--path auto` picks each
 //! product per run (moe/expert/auto.rs). Both kernel families take `MmqParams` and give the
 //! same bytes, so any mix gives the reference's. SwiGLU + q8_1 runs in `moe_swiglu_quant` or,
