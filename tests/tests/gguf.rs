@@ -7,6 +7,8 @@
 mod big;
 #[path = "gguf/corrupt.rs"]
 mod corrupt;
+#[path = "gguf/fields.rs"]
+mod fields;
 #[path = "gguf/moe.rs"]
 mod moe;
 #[path = "gguf/util.rs"]
