@@ -16,8 +16,7 @@ const _: () = assert!(COMBINE_VALUES == 4 && COMBINE_SLOTS_AHEAD == 8);
 ///
 /// # Safety
 /// Buffers as `layout::CombineParams`, 16-byte aligned; `hidden` a multiple of
-/// `COMBINE_VALUES`; `n_tokens * hidden` below 2^32 (the output's index is 32-bit); `dm` not
-/// written while the kernel runs.
+/// `COMBINE_VALUES`; `dm` not written while the kernel runs.
 #[unsafe(no_mangle)]
 pub unsafe extern "ptx-kernel" fn moe_combine(p: CombineParams) {
     let t = ctaid_x();
@@ -34,7 +33,7 @@ pub unsafe extern "ptx-kernel" fn moe_combine(p: CombineParams) {
         // skipped below), so that all of them issue before the first sum waits.
         unroll!(i in [0, 1, 2, 3, 4, 5, 6, 7] {
             let s = (s0 + i as u32).min(p.top_k - 1);
-            let row = (t * p.top_k + s) as usize;
+            let row = t as usize * p.top_k as usize + s as usize;
             // SAFETY: row < n_tokens * top_k, h + 3 < hidden (a multiple of 4): 16 aligned
             // bytes inside dm, not written during the kernel.
             unsafe {
@@ -53,5 +52,10 @@ pub unsafe extern "ptx-kernel" fn moe_combine(p: CombineParams) {
         s0 += COMBINE_SLOTS_AHEAD as u32;
     }
     // SAFETY: t < n_tokens, h + 3 < hidden: 16 aligned bytes inside out.
-    unsafe { st_v4_f32((p.out as *mut f32).add((t * p.hidden + h) as usize), acc) };
+    unsafe {
+        st_v4_f32(
+            (p.out as *mut f32).add(t as usize * p.hidden as usize + h as usize),
+            acc,
+        )
+    };
 }

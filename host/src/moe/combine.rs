@@ -6,9 +6,12 @@ use gpu::layout::{COMBINE_THREADS, COMBINE_VALUES, CombineParams};
 use crate::device::{Gpu, KArg, dptr};
 use crate::error::{DriverOp, Error, Result, shape};
 
+/// The most CTAs along a CUDA grid's x dimension: the combine's tokens.
+const GRID_X_MAX: usize = i32::MAX as usize;
+
 /// Whether the combine takes `n_tokens` tokens of `hidden` values: `hidden` a multiple of
-/// `COMBINE_VALUES`, and at most 2^32 - 1 output values (the kernel indexes them in 32 bits).
-/// The pipeline checks it for its token capacity when it is made.
+/// `COMBINE_VALUES`, and the grid's token count (x) and column blocks (y) within CUDA's grid
+/// limits. The pipeline checks it for its token capacity when it is made.
 pub fn check(n_tokens: usize, hidden: usize) -> Result<()> {
     if !hidden.is_multiple_of(COMBINE_VALUES) {
         return Err(shape(
@@ -17,11 +20,11 @@ pub fn check(n_tokens: usize, hidden: usize) -> Result<()> {
             format!("a multiple of {COMBINE_VALUES}"),
         ));
     }
-    if n_tokens.saturating_mul(hidden) > u32::MAX as usize {
+    if n_tokens > GRID_X_MAX {
         return Err(shape(
             "moe_combine: tokens",
             n_tokens,
-            format!("at most {} at hidden {hidden}", u32::MAX as usize / hidden),
+            format!("at most {GRID_X_MAX} (a CUDA grid's x dimension)"),
         ));
     }
     Ok(())
@@ -85,10 +88,12 @@ mod tests {
     use super::check;
 
     #[test]
-    fn check_takes_whole_vectors_and_32_bit_outputs() {
-        let most = u32::MAX as usize / 2560;
+    fn check_takes_whole_vectors_and_the_grid_limit() {
+        let most = i32::MAX as usize;
         assert!(check(0, 2560).is_ok());
         assert!(check(16_384, 2560).is_ok());
+        // Past 2^32 output values (the kernel's indices are 64-bit).
+        assert!(check(u32::MAX as usize / 2560 + 1, 2560).is_ok());
         assert!(check(most, 2560).is_ok());
         assert!(check(most + 1, 2560).is_err());
         assert!(check(usize::MAX, 2560).is_err());
