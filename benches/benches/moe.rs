@@ -88,6 +88,9 @@ fn prefill(c: &mut Criterion, gpu: &Gpu) {
                         b.iter_custom(|n| {
                             let mut total = 0.0;
                             for _ in 0..n {
+                                // The layer queued before the GPU reaches it (the CLI's
+                                // default: host::device::QUEUE_HOLD_US).
+                                gpu.hold(host::device::QUEUE_HOLD_US).expect("hold");
                                 let st = pf
                                     .run(gpu, &dev, &x, t, RoutingInput::Uploaded)
                                     .expect("prefill");

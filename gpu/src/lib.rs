@@ -21,6 +21,8 @@ pub mod quant;
 pub mod tables;
 
 #[cfg(target_arch = "nvptx64")]
+mod hold;
+#[cfg(target_arch = "nvptx64")]
 mod moe;
 #[cfg(target_arch = "nvptx64")]
 mod probe;

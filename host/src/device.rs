@@ -4,7 +4,9 @@
 use std::sync::Arc;
 
 use cudarc::driver::sys::CUdevice_attribute as Attr;
-use cudarc::driver::{CudaContext, CudaSlice, CudaStream, DevicePtr, DeviceRepr};
+use cudarc::driver::{
+    CudaContext, CudaSlice, CudaStream, DevicePtr, DeviceRepr, LaunchConfig, PushKernelArg,
+};
 
 use crate::error::{DriverOp, Error, Result};
 use crate::ptx;
@@ -57,6 +59,12 @@ impl Default for DeviceLimits {
         }
     }
 }
+
+/// How long the timing harnesses (the CLI's `prefill`, the benches) hold the GPU before a timed
+/// layer ([`Gpu::hold`]), in microseconds: far longer than the host takes to queue one layer's
+/// dozen launches and events, so that none of its kernels waits for the host. Measured on the H200 (BENCHMARKS.md): at T = 512 the layer's first kernels (the
+/// scatter's four) otherwise wait about 11 us for their launches.
+pub const QUEUE_HOLD_US: u32 = 300;
 
 /// An open GPU: context, one stream, the loaded module.
 pub struct Gpu {
@@ -203,6 +211,26 @@ impl Gpu {
             smem_per_sm: self.info.smem_per_sm,
             ptx_arch: self.info.ptx_arch,
         }
+    }
+
+    /// Queues `moe_hold` (gpu/src/hold.rs): the stream is busy for `us` microseconds, so that
+    /// work queued after it is all queued before the GPU reaches it.
+    pub fn hold(&self, us: u32) -> Result<()> {
+        let ns = u64::from(us) * 1000;
+        let cfg = LaunchConfig {
+            grid_dim: (1, 1, 1),
+            block_dim: (1, 1, 1),
+            shared_mem_bytes: 0,
+        };
+        // SAFETY: one thread; the kernel touches no memory.
+        unsafe {
+            self.stream
+                .launch_builder(&self.kernels.moe_hold)
+                .arg(&ns)
+                .launch(cfg)
+        }
+        .op("launch moe_hold")?;
+        Ok(())
     }
 
     /// Waits for all queued work; reports an asynchronous kernel fault here.

@@ -1,5 +1,6 @@
-//! Probe kernels on the GPU: the parameter-struct ABI, and ggml's fast-math q8_1 arithmetic
-//! against ours (the README's figure for how often our scales differ from ggml's).
+//! Probe kernels on the GPU: the parameter-struct ABI, the hold kernel of the timing harnesses,
+//! and ggml's fast-math q8_1 arithmetic against ours (the README's figure for how often our
+//! scales differ from ggml's).
 
 use cudarc::driver::{LaunchConfig, PushKernelArg};
 use gpu::layout::SwigluQuantParams;
@@ -40,6 +41,20 @@ fn params_echo() {
     .expect("launch");
     let got = gpu.download(&out).expect("download");
     assert_eq!(got, bytemuck::bytes_of(&p));
+}
+
+/// `Gpu::hold` keeps the stream busy for at least its time: the GPU's events around it are at
+/// least that far apart (a kernel that returned at once, or spun on a wrong timer, fails), and
+/// a hold of 0 returns.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn hold_keeps_the_stream_busy() {
+    let gpu = gpu();
+    let timer = host::timing::Timer::new(&gpu).expect("events");
+    for us in [0u32, 50, 300] {
+        let ms = timer.time(&gpu, || gpu.hold(us)).expect("hold");
+        assert!(ms * 1e3 >= us as f64 * 0.999, "hold({us}) took {ms} ms");
+    }
 }
 
 /// Runs a probe kernel with one thread per binary16 pattern (65,536) and one output buffer

@@ -57,6 +57,17 @@ pub fn ctaid_y() -> u32 {
     unsafe { core::arch::nvptx::_block_idx_y() as u32 }
 }
 
+/// `mov.u64 d, %globaltimer` (special registers): the GPU's nanosecond timer.
+#[inline(always)]
+pub fn globaltimer() -> u64 {
+    let t: u64;
+    // SAFETY: reads a special register; no memory access.
+    unsafe {
+        core::arch::asm!("mov.u64 {t}, %globaltimer;", t = out(reg64) t, options(nomem, nostack))
+    };
+    t
+}
+
 /// `bar.sync 0` [9.7.13.4]: block-wide barrier.
 #[inline(always)]
 pub fn sync_threads() {

@@ -58,9 +58,18 @@ pub struct PrefillArgs {
     /// Timed repetitions per token count.
     #[arg(long, default_value_t = 10)]
     pub reps: usize,
+    /// Microseconds the GPU is held (`moe_hold`) before each run, so that the host has queued
+    /// the whole layer before the GPU reaches it: the times are then the GPU's, as when layers
+    /// run back to back. 0 runs each layer from an idle GPU, whose small first kernels then
+    /// wait for the host's launches (about 10 us more at T = 512 on the H200).
+    #[arg(long, default_value_t = DEFAULT_HOLD_US)]
+    pub hold_us: u32,
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
 }
+
+/// `--hold-us`'s default (`host::device::QUEUE_HOLD_US`).
+pub const DEFAULT_HOLD_US: u32 = host::device::QUEUE_HOLD_US;
 
 pub fn wtype(name: &str) -> Result<WType> {
     WType::ALL
@@ -199,6 +208,7 @@ fn run_layer(
         "expert path: {}",
         paths::explain(choice, s, &gpu.limits(), &tune::for_gpu(gpu))?
     );
+    println!("{}", timing_line(a.hold_us));
     let mut pf = Prefill::new(gpu, s, cap, choice)?;
     for &t in &a.tokens {
         let x = host::synth::normal_f32(a.seed ^ t as u64, t * s.hidden, 1.0);
@@ -221,12 +231,18 @@ fn run_layer(
             Some(l) => RoutingInput::Logits(l, rule),
             None => RoutingInput::Uploaded,
         };
+        let run = |pf: &mut Prefill| -> Result<StageTimes> {
+            if a.hold_us > 0 {
+                gpu.hold(a.hold_us)?;
+            }
+            pf.run(gpu, &dev, &dx, t, input())
+        };
         for _ in 0..2 {
-            pf.run(gpu, &dev, &dx, t, input())?;
+            run(&mut pf)?;
         }
         let mut runs: Vec<StageTimes> = Vec::new();
         for _ in 0..a.reps.max(1) {
-            runs.push(pf.run(gpu, &dev, &dx, t, input())?);
+            runs.push(run(&mut pf)?);
         }
         let parity = if a.check {
             Some(check_sample(gpu, &pf, &x, &routing, w, s)?)
@@ -339,4 +355,15 @@ fn cpu_model(
 /// Root mean square of `v` (NaN for an empty slice).
 fn rms(v: &[f32]) -> f64 {
     (v.iter().map(|x| (*x as f64).powi(2)).sum::<f64>() / v.len() as f64).sqrt()
+}
+
+/// How the runs are timed, for the table's header.
+pub fn timing_line(hold_us: u32) -> String {
+    if hold_us > 0 {
+        format!(
+            "timing: CUDA events around each stage; each run queued behind a {hold_us} us hold, so the times are the GPU's (--hold-us 0: from an idle GPU, with the host's launch latency)"
+        )
+    } else {
+        "timing: CUDA events around each stage; each run from an idle GPU (its first kernels wait for the host's launches)".to_string()
+    }
 }

@@ -49,6 +49,7 @@ kernels!(
     moe_scatter_gather,
     moe_expert_tiles,
     moe_combine,
+    moe_hold,
     probe_params_echo,
     probe_ggml_q8_1,
     probe_read_bandwidth,
