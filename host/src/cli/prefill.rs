@@ -244,12 +244,24 @@ fn run_layer(
         for _ in 0..a.reps.max(1) {
             runs.push(run(&mut pf)?);
         }
+        // The same runs with events only at the layer's start and end.
+        pf.set_stage_events(false);
+        let mut bare = Vec::new();
+        for _ in 0..a.reps.max(1) {
+            bare.push(run(&mut pf)?.total);
+        }
+        pf.set_stage_events(true);
         let parity = if a.check {
             Some(check_sample(gpu, &pf, &x, &routing, w, s)?)
         } else {
             None
         };
         print_table(s, t, &runs, rates, parity, logits.is_some(), &pf);
+        let b = host::timing::Stats::of(bare);
+        println!(
+            "  layer without the events between stages: {:.3} ms median (spread {:.3}-{:.3}, {} runs)",
+            b.median, b.min, b.max, b.n
+        );
     }
     Ok(())
 }

@@ -61,6 +61,9 @@ pub struct Prefill {
     uploaded: Option<usize>,
     /// Whether the last run's path read the expert bounds back to the host.
     read_back: bool,
+    /// Whether runs record an event between stages (else only at the start and the end: the
+    /// layer's time without the events between its stages, `StageTimes` then has no stages).
+    stage_events: bool,
 }
 
 impl Prefill {
@@ -131,6 +134,7 @@ impl Prefill {
             plan,
             uploaded: None,
             read_back: false,
+            stage_events: true,
         })
     }
 
@@ -172,8 +176,20 @@ impl Prefill {
         Ok(())
     }
 
+    /// Records the event before stage `i` (the first and the last always, the others where
+    /// [`Prefill::set_stage_events`] left them on).
     fn record(&self, gpu: &Gpu, i: usize) -> Result<()> {
-        self.events[i].record(&gpu.stream).op("cuEventRecord")
+        if i == 0 || self.stage_events {
+            self.events[i].record(&gpu.stream).op("cuEventRecord")?;
+        }
+        Ok(())
+    }
+
+    /// Whether runs time each stage (on by default). Off, a run records only the events at its
+    /// start and end, and its `StageTimes` has the layer's time and no stages: an event between
+    /// stages costs the stream about a microsecond (BENCHMARKS.md).
+    pub fn set_stage_events(&mut self, on: bool) {
+        self.stage_events = on;
     }
 
     /// Runs one layer's prefill for `n_tokens` tokens of `x` (`[n_tokens][hidden]` f32 on the
@@ -281,8 +297,13 @@ impl Prefill {
         };
         let n_path = self.plan.stages().len();
         {
-            let events = &self.events;
-            let mut mark = |i: usize| events[4 + i].record(&gpu.stream).op("cuEventRecord");
+            let (events, on) = (&self.events, self.stage_events);
+            let mut mark = |i: usize| {
+                if on {
+                    events[4 + i].record(&gpu.stream).op("cuEventRecord")?;
+                }
+                Ok(())
+            };
             self.plan.launch(gpu, layer, &io, &mut mark)?;
         }
         // 5. combine
@@ -296,7 +317,7 @@ impl Prefill {
             &mut self.out,
         )?;
         let last = 4 + n_path;
-        self.record(gpu, last)?;
+        self.events[last].record(&gpu.stream).op("cuEventRecord")?;
         gpu.sync()?;
         let ms = |a: usize, b: usize| {
             self.events[a]
@@ -304,6 +325,13 @@ impl Prefill {
                 .map(|v| v as f64)
                 .op("cuEventElapsedTime")
         };
+        if !self.stage_events {
+            return Ok(StageTimes {
+                names: Vec::new(),
+                ms: Vec::new(),
+                total: ms(0, last)?,
+            });
+        }
         let names: Vec<&'static str> = PRE_STAGES
             .iter()
             .chain(self.plan.stages())
