@@ -128,7 +128,8 @@ fn small_layer_routing_extremes() {
     }
 }
 
-/// The same inputs give the same bytes on two runs.
+/// The same inputs give the same bytes on two runs (the second without the events between
+/// stages, which leave the layer's time and no stage times).
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn two_runs_same_bytes() {
@@ -153,10 +154,16 @@ fn two_runs_same_bytes() {
         .expect("upload");
     let mut outs = Vec::new();
     for pf in pfs.iter_mut() {
-        for _ in 0..2 {
+        // The second run without the events between stages (the CLI's bare layer time).
+        for staged in [true, false] {
+            pf.set_stage_events(staged);
             pf.poison(&gpu, POISON).expect("poison");
-            pf.run(&gpu, &dev, &dx, 2048, RoutingInput::Given(&r))
+            let st = pf
+                .run(&gpu, &dev, &dx, 2048, RoutingInput::Given(&r))
                 .expect("run");
+            assert!(st.total > 0.0, "a layer's time");
+            assert_eq!(st.names.len(), if staged { st.ms.len() } else { 0 });
+            assert_eq!(st.ms.is_empty(), !staged);
             outs.push(pf.output(&gpu).expect("download"));
         }
     }
