@@ -61,8 +61,10 @@ pub struct PrefillArgs {
     /// Microseconds the GPU is held (`moe_hold`) before each run, so that the host has queued
     /// the whole layer before the GPU reaches it: the times are then the GPU's, as when layers
     /// run back to back. 0 runs each layer from an idle GPU, whose small first kernels then
-    /// wait for the host's launches (about 10 us more at T = 512 on the H200).
-    #[arg(long, default_value_t = DEFAULT_HOLD_US)]
+    /// wait for the host's launches (about 10 us more at T = 512 on the H200). At most one
+    /// second.
+    #[arg(long, default_value_t = DEFAULT_HOLD_US,
+          value_parser = clap::value_parser!(u32).range(0..=1_000_000))]
     pub hold_us: u32,
     #[arg(long, default_value_t = 1)]
     pub seed: u64,

@@ -142,3 +142,15 @@ fn tune_checks_its_arguments_and_needs_a_gpu() {
     ]);
     assert!(!out.0.exists());
 }
+
+#[test]
+fn hold_us_takes_microseconds_up_to_a_second() {
+    for bad in ["-5", "x", "1000001"] {
+        let flag = format!("--hold-us={bad}");
+        let r = any(&["prefill", &flag, "--tokens", "1"]);
+        // A flag's value clap refuses: its usage error (exit code 2), naming the flag.
+        assert_eq!(r.code, Some(2), "{}", r.show());
+        assert!(r.stderr.contains("--hold-us"), "{}", r.show());
+        assert_eq!(r.stdout, "", "{}", r.show());
+    }
+}
