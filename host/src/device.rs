@@ -60,6 +60,10 @@ impl Default for DeviceLimits {
     }
 }
 
+/// The most CTAs along a CUDA grid's x dimension (2^31 - 1): the launchers that spread rows
+/// or tokens over x refuse more.
+pub const MAX_GRID_X: usize = i32::MAX as usize;
+
 /// How long the timing harnesses (the CLI's `prefill`, the benches) hold the GPU before a timed
 /// layer ([`Gpu::hold`]), in microseconds: far longer than the host takes to queue one layer's
 /// dozen launches and events, so that none of its kernels waits for the host. Measured on the H200 (BENCHMARKS.md): at T = 512 the layer's first kernels (the

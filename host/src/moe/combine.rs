@@ -3,11 +3,8 @@
 use cudarc::driver::{CudaSlice, LaunchConfig, PushKernelArg};
 use gpu::layout::{COMBINE_THREADS, COMBINE_VALUES, CombineParams};
 
-use crate::device::{Gpu, KArg, dptr};
+use crate::device::{Gpu, KArg, MAX_GRID_X, dptr};
 use crate::error::{DriverOp, Error, Result, shape};
-
-/// The most CTAs along a CUDA grid's x dimension: the combine's tokens.
-const GRID_X_MAX: usize = i32::MAX as usize;
 
 /// Whether the combine takes `n_tokens` tokens of `hidden` values: `hidden` a multiple of
 /// `COMBINE_VALUES`, and the grid's token count (x) and column blocks (y) within CUDA's grid
@@ -20,11 +17,11 @@ pub fn check(n_tokens: usize, hidden: usize) -> Result<()> {
             format!("a multiple of {COMBINE_VALUES}"),
         ));
     }
-    if n_tokens > GRID_X_MAX {
+    if n_tokens > MAX_GRID_X {
         return Err(shape(
             "moe_combine: tokens",
             n_tokens,
-            format!("at most {GRID_X_MAX} (a CUDA grid's x dimension)"),
+            format!("at most {MAX_GRID_X} (a CUDA grid's x dimension)"),
         ));
     }
     Ok(())

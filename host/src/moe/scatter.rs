@@ -10,7 +10,7 @@ use gpu::layout::{
     SCATTER_PLACE_TOKENS, ScatterParams, padded_k, scatter_place_smem,
 };
 
-use crate::device::{Gpu, KArg};
+use crate::device::{Gpu, KArg, MAX_GRID_X};
 use crate::error::{DriverOp, Result, shape};
 
 /// Checks the scatter kernels' limits.
@@ -34,7 +34,7 @@ pub fn check(n_tokens: usize, top_k: usize, n_experts: usize, hidden: usize) -> 
     }
     // (The gather counts the rows' 16-byte pieces in 32 bits.)
     let max_rows = u32::MAX as usize / Q8_1_MMQ_PIECES;
-    if n_tokens * top_k > max_rows || n_tokens > i32::MAX as usize {
+    if n_tokens * top_k > max_rows || n_tokens > MAX_GRID_X {
         return Err(shape(
             "moe_scatter: rows (tokens x top-k)",
             n_tokens * top_k,

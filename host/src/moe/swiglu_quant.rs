@@ -7,15 +7,13 @@ use gpu::layout::{
     act_layout_of_ggml_type, quant_block_warps,
 };
 
-use crate::device::{Gpu, KArg, dptr};
+use crate::device::{Gpu, KArg, MAX_GRID_X, dptr};
 use crate::error::{DriverOp, Error, Result, shape};
 use crate::ggml::type_name;
 
 use crate::problem::SwigluQuantShape;
 
 const BLOCK_BYTES: usize = Q8_1_MMQ_BYTES;
-/// Rows are spread over grid.x.
-const MAX_GRID_X: usize = i32::MAX as usize;
 
 /// Grid and checked limits of `moe_swiglu_quant` (and of the two-kernel form, same shape).
 #[derive(Clone, Copy, Debug)]
