@@ -18,7 +18,7 @@ pub fn run(path: &str) -> host::Result<()> {
         check: true,
         path: path.into(),
         reps: 10,
-        hold_us: prefill::DEFAULT_HOLD_US,
+        hold_us: host::device::QUEUE_HOLD_US,
         seed: 1,
     };
     // A wrong --path is refused before the GPU opens, as without one.

@@ -63,15 +63,12 @@ pub struct PrefillArgs {
     /// run back to back. 0 runs each layer from an idle GPU, whose small first kernels then
     /// wait for the host's launches (about 10 us more at T = 512 on the H200). At most one
     /// second.
-    #[arg(long, default_value_t = DEFAULT_HOLD_US,
+    #[arg(long, default_value_t = host::device::QUEUE_HOLD_US,
           value_parser = clap::value_parser!(u32).range(0..=1_000_000))]
     pub hold_us: u32,
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
 }
-
-/// `--hold-us`'s default (`host::device::QUEUE_HOLD_US`).
-pub const DEFAULT_HOLD_US: u32 = host::device::QUEUE_HOLD_US;
 
 pub fn wtype(name: &str) -> Result<WType> {
     WType::ALL
