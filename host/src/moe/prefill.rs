@@ -66,6 +66,14 @@ pub struct Prefill {
     stage_events: bool,
 }
 
+/// Records `ev` on the stream where `on`.
+fn record_if(ev: &CudaEvent, gpu: &Gpu, on: bool) -> Result<()> {
+    if on {
+        ev.record(&gpu.stream).op("cuEventRecord")?;
+    }
+    Ok(())
+}
+
 impl Prefill {
     /// Allocates every buffer for up to `cap_tokens` tokens (poisoned with 0xa5 so unwritten
     /// bytes show), with the plan of expert path `path` (a forced path or `auto`).
@@ -176,13 +184,10 @@ impl Prefill {
         Ok(())
     }
 
-    /// Records the event before stage `i` (the first and the last always, the others where
-    /// [`Prefill::set_stage_events`] left them on).
+    /// Records the event before pipeline stage `i` (route, scatter, tiles): the first always,
+    /// the others where [`Prefill::set_stage_events`] left them on.
     fn record(&self, gpu: &Gpu, i: usize) -> Result<()> {
-        if i == 0 || self.stage_events {
-            self.events[i].record(&gpu.stream).op("cuEventRecord")?;
-        }
-        Ok(())
+        record_if(&self.events[i], gpu, i == 0 || self.stage_events)
     }
 
     /// Whether runs time each stage (on by default). Off, a run records only the events at its
@@ -298,12 +303,7 @@ impl Prefill {
         let n_path = self.plan.stages().len();
         {
             let (events, on) = (&self.events, self.stage_events);
-            let mut mark = |i: usize| {
-                if on {
-                    events[4 + i].record(&gpu.stream).op("cuEventRecord")?;
-                }
-                Ok(())
-            };
+            let mut mark = |i: usize| record_if(&events[4 + i], gpu, on);
             self.plan.launch(gpu, layer, &io, &mut mark)?;
         }
         // 5. combine
@@ -317,7 +317,7 @@ impl Prefill {
             &mut self.out,
         )?;
         let last = 4 + n_path;
-        self.events[last].record(&gpu.stream).op("cuEventRecord")?;
+        record_if(&self.events[last], gpu, true)?;
         gpu.sync()?;
         let ms = |a: usize, b: usize| {
             self.events[a]
