@@ -120,8 +120,20 @@ pub struct MmqParams {
     /// each tile's 128 rows are consecutive bytes of one tensor, 16-byte aligned. 0 where
     /// another kernel runs: every other kernel ignores it.
     pub resident: u32,
-    pub _pad: u32,
+    /// The order in which the pipelined kernels (`moe_mmq_pipe_*`, `moe_mmq_narrow_*`,
+    /// `moe_mmq_resident_*`) take their CTAs' work: [`MMQ_ORDER_ROWS`], CTA `l = y nctaid.x + x`
+    /// of the launch order takes tile `l / nctaid.y` and row tile (resident form: group of row
+    /// tiles) `l % nctaid.y`, so the CTAs the hardware starts together run every row tile of a
+    /// few tiles and read those tiles' activations while the L2 holds them;
+    /// [`MMQ_ORDER_TILES`], CTA (x, y) takes tile x and row tile y (every tile of row tile 0
+    /// first: each row tile reads all the activations again). Every other kernel ignores it.
+    pub order: u32,
 }
+
+/// [`MmqParams::order`]: the row tiles of a tile together (the default).
+pub const MMQ_ORDER_ROWS: u32 = 1;
+/// [`MmqParams::order`]: the grid's own order, the tiles of a row tile together.
+pub const MMQ_ORDER_TILES: u32 = 0;
 
 /// Parameters of `moe_route`: softmax + top-k of router logits `[n_tokens][n_experts]` into
 /// `ids` / `weights` `[n_tokens][top_k]` (rules: host/src/reference/route.rs).

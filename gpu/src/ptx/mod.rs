@@ -43,6 +43,13 @@ pub fn nctaid_x() -> u32 {
     unsafe { core::arch::nvptx::_grid_dim_x() as u32 }
 }
 
+/// `%nctaid.y`: blocks in the grid along y.
+#[inline(always)]
+pub fn nctaid_y() -> u32 {
+    // SAFETY: reads a special register.
+    unsafe { core::arch::nvptx::_grid_dim_y() as u32 }
+}
+
 /// `%ctaid.x`.
 #[inline(always)]
 pub fn ctaid_x() -> u32 {

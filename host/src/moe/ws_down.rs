@@ -9,7 +9,7 @@ use gpu::layout::WType;
 
 use crate::device::Gpu;
 use crate::error::{Error, Result};
-use crate::moe::expert::mmq::MmqChoice;
+use crate::moe::expert::mmq::{MmqChoice, MmqOrder};
 use crate::moe::expert::split::{Product, SplitOptions, SwigluAt};
 use crate::moe::expert::ws::WsOptions;
 use crate::moe::layer::DeviceLayer;
@@ -73,6 +73,7 @@ impl<'a> WsDownCase<'a> {
             let o = SplitOptions {
                 ws: WsOptions { fast, tier },
                 mmq: MmqChoice::from_env()?,
+                order: MmqOrder::from_env()?,
                 swiglu: SwigluAt::from_env()?,
             };
             let products = [Product::Mmq, Product::Ws];

@@ -3,7 +3,7 @@
 
 use gpu::layout::WType;
 use host::device::Gpu;
-use host::moe::expert::mmq::MmqChoice;
+use host::moe::expert::mmq::{MmqChoice, MmqOrder};
 use host::moe::expert::split::{Product, SplitOptions, SwigluAt};
 use host::moe::expert::ws::WsOptions;
 use host::moe::layer::DeviceLayer;
@@ -69,26 +69,43 @@ pub fn pipelines(gpu: &Gpu, s: &MoeShape, cap: usize) -> Vec<Prefill> {
         // few rows per expert only).
         // The pipelined kernels with SwiGLU in their gate/up epilogue and in its own kernel at
         // every row count (the default takes the epilogue at many rows per expert only).
-        for (mmq, swiglu, kernel) in [
-            (MmqChoice::Classic, SwigluAt::Auto, "classic kernel"),
-            (MmqChoice::Narrow, SwigluAt::Epilogue, "narrow kernel"),
+        // Each in the default CTA order, and the pipelined ones once more in the other.
+        let (rows, tiles) = (MmqOrder::Rows, MmqOrder::Tiles);
+        for (mmq, swiglu, order, kernel) in [
+            (MmqChoice::Classic, SwigluAt::Auto, rows, "classic kernel"),
+            (MmqChoice::Narrow, SwigluAt::Epilogue, rows, "narrow kernel"),
             // Narrow gate/up without the epilogue, resident where it fits (sm_90) and streamed.
-            (MmqChoice::Narrow, SwigluAt::Kernel, "narrow kernel"),
-            (MmqChoice::NarrowStreamed, SwigluAt::Kernel, "narrow kernel"),
+            (MmqChoice::Narrow, SwigluAt::Kernel, rows, "narrow kernel"),
+            (MmqChoice::Narrow, SwigluAt::Kernel, tiles, "narrow kernel"),
+            (
+                MmqChoice::NarrowStreamed,
+                SwigluAt::Kernel,
+                rows,
+                "narrow kernel",
+            ),
             (
                 MmqChoice::Auto,
                 SwigluAt::Epilogue,
+                rows,
+                "SwiGLU in the gate/up epilogue",
+            ),
+            (
+                MmqChoice::Pipelined,
+                SwigluAt::Epilogue,
+                tiles,
                 "SwiGLU in the gate/up epilogue",
             ),
             (
                 MmqChoice::Auto,
                 SwigluAt::Kernel,
+                rows,
                 "SwiGLU in moe_swiglu_quant",
             ),
         ] {
             let o = SplitOptions {
                 ws: WsOptions::default(),
                 mmq,
+                order,
                 swiglu,
             };
             let pf = split_pipeline(gpu, s, cap, [Product::Mmq; 2], o);

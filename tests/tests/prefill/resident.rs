@@ -81,6 +81,7 @@ fn narrow_resident_form() {
                 ws: WsOptions::default(),
                 mmq,
                 swiglu: SwigluAt::Kernel,
+                ..SplitOptions::default()
             };
             let mut pf = split_pipeline(&gpu, &s, 512, [Product::Mmq; 2], o);
             for t in [1, 37, 512] {
@@ -150,6 +151,7 @@ fn auto_tile_widths_per_product() {
         ws: WsOptions::default(),
         mmq: MmqChoice::Auto,
         swiglu: SwigluAt::Kernel,
+        ..SplitOptions::default()
     };
     let mut pf = split_pipeline(&gpu, &s, 164, [Product::Mmq; 2], o);
     for t in [37, 128, 132, 164] {

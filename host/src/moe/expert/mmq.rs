@@ -25,6 +25,9 @@ use crate::error::{DriverOp, Error, Result};
 use crate::problem::MoeShape;
 use crate::ptx;
 
+mod order;
+pub use order::{MMQ_ORDER_VAR, MmqOrder};
+
 /// Environment variable that forces the MMQ kernel: `classic`, `pipelined` (wide tiles at every
 /// row count), `narrow` (narrow tiles at every row count; a type whose narrow layout does not
 /// fit runs the wide kernel over them) or `narrow-streamed` (the same, never in the resident

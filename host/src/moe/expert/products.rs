@@ -2,7 +2,7 @@
 //! weight-stationary), fixed or per run, and the options of each family.
 
 use crate::error::{Error, Result};
-use crate::moe::expert::mmq::{self, MmqChoice};
+use crate::moe::expert::mmq::{self, MmqChoice, MmqOrder};
 use crate::moe::expert::ws::{self, WsOptions};
 use crate::moe::path::ExpertPath;
 use crate::problem::MoeShape;
@@ -40,20 +40,23 @@ impl SplitChoice {
 }
 
 /// How a split plan's products run: the weight-stationary options, the MMQ kernel choice and
-/// where SwiGLU + q8_1 runs.
+/// its CTAs' order, and where SwiGLU + q8_1 runs.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct SplitOptions {
     pub ws: WsOptions,
     pub mmq: MmqChoice,
+    pub order: MmqOrder,
     pub swiglu: SwigluAt,
 }
 
 impl SplitOptions {
-    /// From the environment (`MOE_WS_FAST`, `MOE_WS_COLS`, `MOE_MMQ_KERNEL`, `MOE_SWIGLU`).
+    /// From the environment (`MOE_WS_FAST`, `MOE_WS_COLS`, `MOE_MMQ_KERNEL`, `MOE_MMQ_ORDER`,
+    /// `MOE_SWIGLU`).
     pub fn from_env() -> Result<SplitOptions> {
         Ok(SplitOptions {
             ws: WsOptions::from_env(),
             mmq: MmqChoice::from_env()?,
+            order: MmqOrder::from_env()?,
             swiglu: SwigluAt::from_env()?,
         })
     }

@@ -19,7 +19,7 @@ use super::{
 };
 use crate::device::Gpu;
 use crate::error::Result;
-use crate::moe::expert::mmq::{MmqKernel, MmqKernels};
+use crate::moe::expert::mmq::{MmqKernel, MmqKernels, MmqOrder};
 use crate::moe::expert::mmq_lists::MmqLists;
 use crate::moe::expert::tiles::TileRepr;
 use crate::moe::expert::ws::{self, WsOptions};
@@ -47,6 +47,8 @@ pub struct SplitPlan {
     mmq: MmqKernels,
     /// The MMQ kernel of each product (gate/up, down) of the prepared run.
     mmq_kernels: [MmqKernel; 2],
+    /// The pipelined MMQ kernels' CTA order (`MmqParams::order`).
+    mmq_order: MmqOrder,
     /// The shared memory of each product's resident form where the last launch ran it (its
     /// layout's `MmqResidentSmem::total`), else 0.
     resident_smem: [usize; 2],
@@ -115,6 +117,7 @@ impl SplitPlan {
             mmq_kernels,
             resident_smem: [0; 2],
             products: [first; 2],
+            mmq_order: opts.order,
             swiglu: opts.swiglu,
             run_rows: rows,
             gu: gpu.alloc_filled(rows * 2 * s.ffn, 0xa5)?,

@@ -2,12 +2,16 @@
 //! and shared-memory layout, and where its buffers and weight rows are.
 
 use crate::formats::lookup_table_word;
-use crate::layout::{MMQ_ROWS, MMQ_THREADS, MmqParams, MmqPipeShape, MmqPipeSmem, MmqTile, WType};
-use crate::ptx::{st_shared_u32, tid_x};
+use crate::layout::{
+    MMQ_ORDER_TILES, MMQ_ROWS, MMQ_THREADS, MmqParams, MmqPipeShape, MmqPipeSmem, MmqTile, WType,
+};
+use crate::ptx::{ctaid_x, ctaid_y, nctaid_x, nctaid_y, st_shared_u32, tid_x};
 
 /// What one CTA works on: its weight rows, tile, shape and shared-memory layout.
 pub(super) struct Cta {
     pub(super) tile: MmqTile,
+    /// The CTA's row tile (the resident form: its group of row tiles), from [`grid_coords`].
+    pub(super) row_tile: u32,
     pub(super) shape: MmqPipeShape,
     /// Global address of the CTA's first weight row (SwiGLU epilogue: first gate row).
     pub(super) wbase: u64,
@@ -95,4 +99,20 @@ pub(super) fn weight_row(p: &MmqParams, e: u32, row: u32) -> u64 {
         (p.w1, row - p.n_split)
     };
     w + e as u64 * p.w_expert_bytes + r as u64 * p.row_bytes as u64
+}
+
+/// The CTA's tile (an index into `p.tiles`) and row tile (the resident form: its group of row
+/// tiles), in the order `p.order` names (`MmqParams::order`).
+#[inline(always)]
+pub(super) fn grid_coords(p: &MmqParams) -> (u32, u32) {
+    if p.order == MMQ_ORDER_TILES {
+        (ctaid_x(), ctaid_y())
+    } else {
+        // The CTA's place in the launch order (x fastest). The grids have fewer than 2^32 CTAs:
+        // a tile takes at least one of the product's rows, so 2^32 / (n / 128) tiles would need
+        // hundreds of millions of rows of q8_1 activations, more than a GPU holds.
+        let ny = nctaid_y();
+        let l = ctaid_y() * nctaid_x() + ctaid_x();
+        (l / ny, l % ny)
+    }
 }

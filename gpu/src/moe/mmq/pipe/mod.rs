@@ -63,7 +63,7 @@ use crate::layout::{
     MMQ_KSTEP, MMQ_ROWS, MMQ_SMEM_ROW, MMQ_SWIGLU_FEATURES, MmqParams, MmqPipeShape, MmqPipeSmem,
     MmqTile,
 };
-use crate::ptx::{ctaid_x, ctaid_y, ld_shared_v4_u32, smem_base};
+use crate::ptx::{ld_shared_v4_u32, smem_base};
 
 const ROW: u32 = MMQ_SMEM_ROW as u32;
 
@@ -91,7 +91,7 @@ unsafe fn ld4(addr: u32) -> [f32; 4] {
 /// Parameters and buffers as `layout::MmqParams` describes, with the weight buffers readable
 /// 16 bytes past their ends; launched with `MMQ_THREADS` threads,
 /// `MmqPipeSmem::of(B::WTYPE, shape).total` bytes of dynamic shared memory, one CTA per tile
-/// (of at most `shape.cols()` columns) along x and `n / 128` along y; `k` a multiple of the type's
+/// (of at most `shape.cols()` columns) along x and `n / 128` along y (taken in `p.order`); `k` a multiple of the type's
 /// own stage (`128 fused_sub_steps`; a longer stage, `MmqPipeShape::stage_steps`, may end past
 /// `k`: its rows' copies stop there). With `SWIGLU`: as `swiglu::store` requires.
 #[inline(always)]
@@ -101,15 +101,16 @@ pub unsafe fn mmq_pipe<B: WeightBlock, const NARROW: bool, const SWIGLU: bool>(p
     } else {
         MmqPipeShape::wide_of(B::WTYPE)
     };
-    // SAFETY: one tile per CTA along x.
-    let tile = unsafe { *(p.tiles as *const MmqTile).add(ctaid_x() as usize) };
+    let (tx, ty) = cta::grid_coords(p);
+    // SAFETY: one tile per CTA along x (tx < nctaid.x).
+    let tile = unsafe { *(p.tiles as *const MmqTile).add(tx as usize) };
     if tile.n_cols == 0 {
         return; // a padding tile of a device-built list
     }
-    let row0 = ctaid_y() * MMQ_ROWS as u32;
+    let row0 = ty * MMQ_ROWS as u32;
     let (wbase, ubase) = if SWIGLU {
         // Gate rows f0.., up rows n / 2 + f0.. (gate and up halves of the product's rows).
-        let f0 = ctaid_y() * MMQ_SWIGLU_FEATURES as u32;
+        let f0 = ty * MMQ_SWIGLU_FEATURES as u32;
         (
             weight_row(p, tile.expert, f0),
             weight_row(p, tile.expert, p.n / 2 + f0),
@@ -120,6 +121,7 @@ pub unsafe fn mmq_pipe<B: WeightBlock, const NARROW: bool, const SWIGLU: bool>(p
     };
     let c = Cta {
         tile,
+        row_tile: ty,
         shape,
         wbase,
         ubase,

@@ -30,8 +30,8 @@ use crate::layout::{
     MmqTile, Q8_1_MMQ_BYTES,
 };
 use crate::ptx::{
-    bulk_copy, ctaid_x, ctaid_y, fence_mbar_init, mbar_arrive_expect_tx, mbar_init, mbar_wait,
-    smem_base, sync_threads, sync_warp, tid_x,
+    bulk_copy, fence_mbar_init, mbar_arrive_expect_tx, mbar_init, mbar_wait, smem_base,
+    sync_threads, sync_warp, tid_x,
 };
 
 /// The narrow kernel's resident form for weight format `B` (see the module doc), the kernel
@@ -45,8 +45,9 @@ use crate::ptx::{
 /// `x`'s blocks 16-byte aligned; `ctaid.y < ceil(p.n / (128 p.resident))`.
 #[inline(always)]
 pub unsafe fn mmq_resident<B: WeightBlock>(p: &MmqParams) {
-    // SAFETY: one tile per CTA along x.
-    let tile = unsafe { *(p.tiles as *const MmqTile).add(ctaid_x() as usize) };
+    let (tx, ty) = super::cta::grid_coords(p);
+    // SAFETY: one tile per CTA along x (tx < nctaid.x).
+    let tile = unsafe { *(p.tiles as *const MmqTile).add(tx as usize) };
     if tile.n_cols == 0 {
         return; // a padding tile of a device-built list
     }
@@ -56,7 +57,7 @@ pub unsafe fn mmq_resident<B: WeightBlock>(p: &MmqParams) {
     if p.resident == 0 {
         return; // no row tiles (the host sets at least one)
     }
-    let tile0 = ctaid_y() * p.resident;
+    let tile0 = ty * p.resident;
     // This CTA's row tiles: `p.resident`, or those left in the last CTA of the column tile.
     let n_tiles = p.resident.min(p.n / MMQ_ROWS as u32 - tile0);
     let shape = MmqPipeShape::Narrow;
@@ -65,6 +66,7 @@ pub unsafe fn mmq_resident<B: WeightBlock>(p: &MmqParams) {
     psm.tables = sm.tables;
     let c = Cta {
         tile,
+        row_tile: ty,
         shape,
         wbase: weight_row(p, tile.expert, tile0 * MMQ_ROWS as u32),
         ubase: 0,

@@ -23,8 +23,8 @@ use crate::layout::{
     MMQ_SWIGLU_QS_ROW, MMQ_THREADS, MmqParams, Q8_1_MMQ_BYTES, Q8_1_MMQ_PIECES, padded_k,
 };
 use crate::ptx::{
-    ctaid_y, ld_shared_f32, ld_shared_u32, ld_shared_v4_u32, shfl_xor_f32, st_shared_u8,
-    st_shared_u32, st_u32, st_v4_u32, sync_threads, tid_x,
+    ld_shared_f32, ld_shared_u32, ld_shared_v4_u32, shfl_xor_f32, st_shared_u8, st_shared_u32,
+    st_u32, st_v4_u32, sync_threads, tid_x,
 };
 use crate::quant::{
     amax_merge, amax_step, q8_1_inv_scale, q8_1_quant, q8_1_scale, swiglu_den, swiglu_div,
@@ -133,7 +133,7 @@ pub(super) unsafe fn store(p: &MmqParams, c: &Cta, acc: &[[[f32; 4]; 4]; 2]) {
     });
     sync_threads();
     // 4. Out: chunk y / 2, values 64 (y % 2) .., scales 2 (y % 2) ...
-    let y = ctaid_y();
+    let y = c.row_tile;
     let half = (y % 2) as u64;
     let stride = p.n_cols_x as u64;
     let first = c.tile.col_start as u64;

@@ -2,6 +2,7 @@
 //! choice and row count, and where the narrow kernel runs in its resident form.
 
 use super::*;
+use gpu::layout::MMQ_ORDER_ROWS;
 
 fn dev(max_smem_optin: u32) -> DeviceLimits {
     DeviceLimits {
@@ -149,7 +150,7 @@ fn resident_form_where_its_layout_and_the_rows_allow() {
         n_cols_x: 5120,
         out_stride: 2560,
         resident: 0,
-        _pad: 0,
+        order: MMQ_ORDER_ROWS,
     };
     let w = WType::Iq4Nl;
     let ks = |c| MmqKernels::new([WType::Q2_0, w], REF, &d, c);

@@ -57,7 +57,7 @@ impl SplitPlan {
             n_cols_x: io.n_rows as u32,
             out_stride,
             resident: 0,
-            _pad: 0,
+            order: self.mmq_order.param(),
         };
         let gu_p = self.with_resident(0, epilogue, s.gate_up_type, gu_p);
         // SAFETY: weights resident with the layer's shape (checked at upload); xq holds
@@ -88,7 +88,7 @@ impl SplitPlan {
             n_cols_x: io.n_rows as u32,
             out_stride: s.hidden as u32,
             resident: 0,
-            _pad: 0,
+            order: self.mmq_order.param(),
         };
         let dn_p = self.with_resident(1, false, s.down_type, dn_p);
         // SAFETY: as for gate/up; hq holds padded(ffn) / 128 chunks of n_rows blocks;
