@@ -348,10 +348,11 @@ fn expert_row_counts_at_tile_edges() {
         let mut pfs = pipelines(&gpu, &s, t);
         assert_eq!(
             pfs.len(),
-            11,
+            13,
             "mmq, fused, ws, ws fast, mmq on its classic kernel, on narrow tiles (SwiGLU in the \
-             epilogue; in its own kernel, resident and streamed), with SwiGLU in the gate/up \
-             epilogue and in its own kernel, and auto run this shape"
+             epilogue; in its own kernel, resident and streamed, and resident in the grid's CTA \
+             order), with SwiGLU in the gate/up epilogue (also on 64-column tiles in the grid's \
+             order) and in its own kernel, and auto run this shape"
         );
         let label = format!(
             "row counts {counts:?} top-{k} {}/{}",
