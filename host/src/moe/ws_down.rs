@@ -9,8 +9,7 @@ use gpu::layout::WType;
 
 use crate::device::Gpu;
 use crate::error::{Error, Result};
-use crate::moe::expert::mmq::{MmqChoice, MmqOrder};
-use crate::moe::expert::split::{Product, SplitOptions, SwigluAt};
+use crate::moe::expert::split::{Product, SplitOptions};
 use crate::moe::expert::ws::WsOptions;
 use crate::moe::layer::DeviceLayer;
 use crate::moe::path::split_plan;
@@ -72,9 +71,7 @@ impl<'a> WsDownCase<'a> {
         let pipe = |fast: bool| -> Result<Prefill> {
             let o = SplitOptions {
                 ws: WsOptions { fast, tier },
-                mmq: MmqChoice::from_env()?,
-                order: MmqOrder::from_env()?,
-                swiglu: SwigluAt::from_env()?,
+                ..SplitOptions::from_env()?
             };
             let products = [Product::Mmq, Product::Ws];
             let plan = split_plan(gpu, &s, n_tokens * s.top_k, products, o)?;

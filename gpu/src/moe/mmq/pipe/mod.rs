@@ -91,9 +91,9 @@ unsafe fn ld4(addr: u32) -> [f32; 4] {
 /// Parameters and buffers as `layout::MmqParams` describes, with the weight buffers readable
 /// 16 bytes past their ends; launched with `MMQ_THREADS` threads,
 /// `MmqPipeSmem::of(B::WTYPE, shape).total` bytes of dynamic shared memory, one CTA per tile
-/// (of at most `shape.cols()` columns) along x and `n / 128` along y (taken in `p.order`); `k` a multiple of the type's
-/// own stage (`128 fused_sub_steps`; a longer stage, `MmqPipeShape::stage_steps`, may end past
-/// `k`: its rows' copies stop there). With `SWIGLU`: as `swiglu::store` requires.
+/// (of at most `shape.cols()` columns) along x and `n / 128` along y (taken in `p.order`); `k`
+/// a multiple of the type's own stage (`128 fused_sub_steps`; a longer stage,
+/// `MmqPipeShape::stage_steps`, may end past `k`: its rows' copies stop there). With `SWIGLU`: as `swiglu::store` requires.
 #[inline(always)]
 pub unsafe fn mmq_pipe<B: WeightBlock, const NARROW: bool, const SWIGLU: bool>(p: &MmqParams) {
     let shape = if NARROW {
