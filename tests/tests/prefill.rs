@@ -300,14 +300,14 @@ fn older_ptx_targets() {
     }
 }
 
-/// Experts with 0, 1, 15, 16, 17, 31, 32, 33, 63, 64 and 65 rows (tile edges of every path and
-/// MMQ shape), top-k 1 and 10, on the small layer and at the reference shape.
+/// Experts with 0, 1, 15, 16, 17, 31, 32, 33, 63, 64, 65, 127, 128 and 129 rows (tile edges of
+/// every path and MMQ shape), top-k 1 and 10, on the small layer and at the reference shape.
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn expert_row_counts_at_tile_edges() {
     let gpu = gpu();
     let sd = seed("expert_row_counts_at_tile_edges");
-    let counts = [0usize, 1, 15, 16, 17, 31, 32, 33, 63, 64, 65];
+    let counts = [0usize, 1, 15, 16, 17, 31, 32, 33, 63, 64, 65, 127, 128, 129];
     let nb = counts.len();
     for (s, merged) in [
         (small(WType::Iq2S, WType::Q8_0, 1), true),
@@ -348,11 +348,11 @@ fn expert_row_counts_at_tile_edges() {
         let mut pfs = pipelines(&gpu, &s, t);
         assert_eq!(
             pfs.len(),
-            13,
+            15,
             "mmq, fused, ws, ws fast, mmq on its classic kernel, on narrow tiles (SwiGLU in the \
              epilogue; in its own kernel, resident and streamed, and resident in the grid's CTA \
              order), with SwiGLU in the gate/up epilogue (also on 64-column tiles in the grid's \
-             order) and in its own kernel, and auto run this shape"
+             order) and in its own kernel, on flat tiles (both), and auto run this shape"
         );
         let label = format!(
             "row counts {counts:?} top-{k} {}/{}",

@@ -10,6 +10,10 @@ use super::{fused_sub_steps, odd_slot_bytes};
 /// which the driver reserves 1 KB per CTA). The copy lead of each weight type is the longest
 /// that fits it ([`MmqPipeSmem`]).
 pub const MMQ_PIPE_SMEM_BUDGET: usize = 113 * 1024;
+/// Activation rows (MMQ columns) of a flat CTA (`MmqPipeShape::Flat`).
+pub const MMQ_FLAT_COLS: usize = 128;
+/// Weight rows of a flat CTA.
+pub const MMQ_FLAT_ROWS: usize = 64;
 /// Shared-memory budget of one narrow pipelined CTA: three CTAs per SM on sm_90.
 pub const MMQ_NARROW_SMEM_BUDGET: usize = 75 * 1024;
 /// The longest copy lead of the pipelined MMQ kernel, in K steps.
@@ -29,7 +33,8 @@ pub const MMQ_PIPE_BAR_ARRIVALS: usize = 1;
 /// Activation rows (MMQ columns) of a narrow CTA.
 pub const MMQ_NARROW_COLS: usize = 16;
 
-/// The tile shapes of the pipelined MMQ kernel. All have 128 weight rows and 8 warps.
+/// The tile shapes of the pipelined MMQ kernel. All have 8 warps and 128 weight rows but
+/// `Flat`'s 64.
 /// - `Wide`: 64 columns; warps 4 along the rows x 2 along the columns, each 32 rows (two
 ///   16-row fragments) x 32 columns (four 8-column tiles).
 /// - `Narrow`: 16 columns; warps 8 along the rows, each 16 rows (one fragment) x 16 columns
@@ -40,11 +45,16 @@ pub const MMQ_NARROW_COLS: usize = 16;
 ///   tiles): the narrow shape's warps over the wide shape's columns, so that it decodes into
 ///   registers too ([`MmqPipeShape::in_registers`]); the 64-column kernel of the types that
 ///   [`MmqPipeShape::wide_of`] names.
+/// - `Flat`: 64 weight rows x 128 columns; warps 2 along the rows x 4 along the columns, each
+///   the wide shape's 32 rows x 32 columns. Each weight row's decode and copy serve twice the
+///   wide shape's columns, at the wide shape's registers and CTAs per SM; each activation
+///   block is copied for 64 weight rows instead of 128.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum MmqPipeShape {
     Wide,
     Narrow,
     Tall,
+    Flat,
 }
 
 impl MmqPipeShape {
@@ -99,6 +109,15 @@ impl MmqPipeShape {
         match self {
             MmqPipeShape::Wide | MmqPipeShape::Tall => MMQ_COLS,
             MmqPipeShape::Narrow => MMQ_NARROW_COLS,
+            MmqPipeShape::Flat => MMQ_FLAT_COLS,
+        }
+    }
+
+    /// Weight rows of a tile (a CTA's row tile).
+    pub const fn rows(self) -> usize {
+        match self {
+            MmqPipeShape::Flat => MMQ_FLAT_ROWS,
+            _ => MMQ_ROWS,
         }
     }
 
@@ -106,13 +125,14 @@ impl MmqPipeShape {
     pub const fn warps_m(self) -> usize {
         match self {
             MmqPipeShape::Wide => 4,
+            MmqPipeShape::Flat => 2,
             MmqPipeShape::Narrow | MmqPipeShape::Tall => 8,
         }
     }
 
     /// 16-row `mma` fragments of a warp.
     pub const fn mt(self) -> usize {
-        MMQ_ROWS / self.warps_m() / 16
+        self.rows() / self.warps_m() / 16
     }
 
     /// 8-column `mma` tiles of a warp.
@@ -160,7 +180,7 @@ impl MmqPipeShape {
     /// Shared-memory budget of one CTA.
     pub const fn budget(self) -> usize {
         match self {
-            MmqPipeShape::Wide | MmqPipeShape::Tall => MMQ_PIPE_SMEM_BUDGET,
+            MmqPipeShape::Wide | MmqPipeShape::Tall | MmqPipeShape::Flat => MMQ_PIPE_SMEM_BUDGET,
             MmqPipeShape::Narrow => MMQ_NARROW_SMEM_BUDGET,
         }
     }
@@ -263,8 +283,9 @@ impl MmqPipeSmem {
 
     const fn in_budget(w: WType, shape: MmqPipeShape, budget: usize) -> MmqPipeSmem {
         let halves = if w.scale_values() == 16 { 2 } else { 1 };
-        let wscales = MMQ_ROWS * MMQ_SMEM_ROW;
-        let xscales = wscales + 4 * halves * MMQ_ROWS * 4;
+        let rows = shape.rows();
+        let wscales = rows * MMQ_SMEM_ROW;
+        let xscales = wscales + 4 * halves * rows * 4;
         let tile_bytes = if shape.in_registers() {
             0
         } else {
@@ -291,7 +312,7 @@ impl MmqPipeSmem {
             lead = MMQ_LONG_STAGE_LEAD;
         }
         let (nw, na) = Self::buffers(w, shape, lead);
-        let acts = nw * MMQ_ROWS * slot;
+        let acts = nw * rows * slot;
         let tiles = acts + na * acts_bytes;
         let bars = tiles + 2 * tile_bytes;
         let tables =
@@ -343,7 +364,7 @@ impl MmqPipeSmem {
         while lead > 0 {
             let (nw, na) = Self::buffers(w, shape, lead);
             let bars = na * shape.bars_per_buffer() * MMQ_PIPE_BAR_BYTES;
-            let end = nw * MMQ_ROWS * slot + na * acts_bytes + 2 * tile_bytes + bars;
+            let end = nw * shape.rows() * slot + na * acts_bytes + 2 * tile_bytes + bars;
             // The tables 16-byte aligned after the barriers, as `in_budget` lays them.
             if end.next_multiple_of(16) + w.lookup_table_bytes() <= budget {
                 return lead;
@@ -364,9 +385,11 @@ pub const MMQ_SWIGLU_FEATURES: usize = MMQ_ROWS / 2;
 /// Bytes per column of the epilogue's int8 staging (64 values, 16-byte aligned rows).
 pub const MMQ_SWIGLU_QS_ROW: usize = MMQ_SWIGLU_FEATURES + 16;
 /// Offsets of the epilogue's three arrays and its total (see [`MMQ_SWIGLU_FEATURES`]).
+/// (Laid out for the most columns of a shape, [`MMQ_FLAT_COLS`]; the partial maxima for
+/// `warps_m` x columns, at most 8 x 64 or 2 x 128.)
 pub const MMQ_SWIGLU_QS: usize = 8 * MMQ_COLS * 4;
-pub const MMQ_SWIGLU_D: usize = MMQ_SWIGLU_QS + MMQ_COLS * MMQ_SWIGLU_QS_ROW;
-pub const MMQ_SWIGLU_SMEM: usize = MMQ_SWIGLU_D + MMQ_COLS * 2 * 4;
+pub const MMQ_SWIGLU_D: usize = MMQ_SWIGLU_QS + MMQ_FLAT_COLS * MMQ_SWIGLU_QS_ROW;
+pub const MMQ_SWIGLU_SMEM: usize = MMQ_SWIGLU_D + MMQ_FLAT_COLS * 2 * 4;
 // The epilogue fits the two decoded tiles it overlays (each at least the int8 tile).
 const _: () = assert!(MMQ_SWIGLU_SMEM <= 2 * MMQ_ROWS * MMQ_SMEM_ROW);
 // Half a D4 block per CTA: two 32-value groups, 16-byte aligned in the block's values.

@@ -82,6 +82,9 @@ pub struct FormatKernels {
     /// `moe_mmq_pipe_swiglu_<wtype>`, `moe_mmq_narrow_swiglu_<wtype>`: both as the gate/up
     /// product with the SwiGLU + q8_1 epilogue (H out instead of gate and up)
     mmq_swiglu: [Option<CudaFunction>; 2],
+    /// `moe_mmq_flat_<wtype>` (the flat shape: 64 weight rows x 128 columns) and
+    /// `moe_mmq_flat_swiglu_<wtype>` (with the SwiGLU + q8_1 epilogue)
+    mmq_flat: [Option<CudaFunction>; 2],
     /// `moe_ws_<wtype>_c16`, `_c32`, `_c64`: the weight-stationary product for each tier of
     /// `gpu::layout::WS_COLS` (either product).
     pub ws: [CudaFunction; 3],
@@ -95,12 +98,12 @@ pub struct FormatKernels {
 }
 
 /// Kernels per weight format.
-pub const FORMAT_KERNELS: usize = 14;
+pub const FORMAT_KERNELS: usize = 16;
 /// The first `MMA_KERNELS` of a format's kernels (`format_kernel_names`) are its tensor-core
-/// ones (MMQ gate/up and down, fused, fused_wide, the pipelined MMQ, wide and narrow, and both
-/// with the SwiGLU epilogue), absent below
+/// ones (MMQ gate/up and down, fused, fused_wide, the pipelined MMQ, wide and narrow, both
+/// with the SwiGLU epilogue, and the flat one with and without it), absent below
 /// [`ptx::MMA_MIN_ARCH`].
-pub const MMA_KERNELS: usize = 8;
+pub const MMA_KERNELS: usize = 10;
 
 impl FormatKernels {
     /// `moe_gate_up_<wtype>_mmq`; `Error::Unsupported` when the loaded module has none.
@@ -167,6 +170,18 @@ impl FormatKernels {
         ))
     }
 
+    /// The flat pipelined MMQ product (`moe_mmq_flat_<wtype>`), or with `swiglu` its gate/up
+    /// form with the SwiGLU + q8_1 epilogue (`moe_mmq_flat_swiglu_<wtype>`), with its name;
+    /// `Error::Unsupported` when the loaded module has none.
+    pub fn mmq_flat(&self, swiglu: bool) -> Result<(&CudaFunction, &'static str)> {
+        const FLAT: usize = 8;
+        let i = swiglu as usize;
+        Ok((
+            self.tensor_core(&self.mmq_flat[i], FLAT + i)?,
+            self.names[FLAT + i],
+        ))
+    }
+
     /// The weight-stationary kernel of tier `tier` (index into `gpu::layout::WS_COLS`), or its
     /// `_fast` form where `fast` is `Some(i)` (index into `gpu::layout::WS_FAST_COLS`), with its
     /// name.
@@ -193,12 +208,13 @@ impl FormatKernels {
 
 macro_rules! format_table {
     ($(($w:ident, $b:ident, $gate_up:ident, $down:ident, $fused:ident, $wide:ident,
-        $pipe:ident, $narrow:ident, $pipe_sw:ident, $narrow_sw:ident, $c16:ident, $c32:ident,
+        $pipe:ident, $narrow:ident, $pipe_sw:ident, $narrow_sw:ident, $flat:ident, $flat_sw:ident, $c16:ident, $c32:ident,
         $c64:ident, $fast16:ident, $fast32:ident, $resident:ident)),* $(,)?) => {
         /// Names of the per-format kernels, in list order.
         const FORMAT_KERNEL_NAMES: &[&str] = &[$(
             stringify!($gate_up), stringify!($down), stringify!($fused), stringify!($wide),
             stringify!($pipe), stringify!($narrow), stringify!($pipe_sw), stringify!($narrow_sw),
+            stringify!($flat), stringify!($flat_sw),
             stringify!($c16), stringify!($c32), stringify!($c64),
             stringify!($fast16),
             stringify!($fast32),
@@ -211,7 +227,8 @@ macro_rules! format_table {
                 $(WType::$w => [
                     stringify!($gate_up), stringify!($down), stringify!($fused), stringify!($wide),
                     stringify!($pipe), stringify!($narrow), stringify!($pipe_sw),
-                    stringify!($narrow_sw), stringify!($c16), stringify!($c32),
+                    stringify!($narrow_sw), stringify!($flat), stringify!($flat_sw),
+                    stringify!($c16), stringify!($c32),
                     stringify!($c64),
                     stringify!($fast16), stringify!($fast32), stringify!($resident)
                 ],)*
@@ -241,6 +258,7 @@ macro_rules! format_table {
                     None
                 },
                 mmq_swiglu: [mma(stringify!($pipe_sw))?, mma(stringify!($narrow_sw))?],
+                mmq_flat: [mma(stringify!($flat))?, mma(stringify!($flat_sw))?],
                 ws: [
                     load(module, stringify!($c16))?,
                     load(module, stringify!($c32))?,

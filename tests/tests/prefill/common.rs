@@ -3,7 +3,7 @@
 
 use gpu::layout::WType;
 use host::device::Gpu;
-use host::moe::expert::mmq::{MmqChoice, MmqOrder};
+use host::moe::expert::mmq::{MmqChoice, MmqKernel, MmqOrder};
 use host::moe::expert::split::{Product, SplitOptions, SwigluAt};
 use host::moe::expert::ws::WsOptions;
 use host::moe::layer::DeviceLayer;
@@ -71,6 +71,16 @@ pub fn pipelines(gpu: &Gpu, s: &MoeShape, cap: usize) -> Vec<Prefill> {
         // every row count (the default takes the epilogue at many rows per expert only).
         // Each in the default CTA order, and the pipelined ones once more in the other.
         let (rows, tiles) = (MmqOrder::Rows, MmqOrder::Tiles);
+        // Where neither product's type has a flat kernel, `MmqChoice::Flat` runs the wide one.
+        let dev = gpu.limits();
+        let flat = if [s.gate_up_type, s.down_type]
+            .iter()
+            .any(|&w| MmqKernel::flat(w, &dev).is_some())
+        {
+            "flat kernel"
+        } else {
+            "pipelined kernel"
+        };
         for (mmq, swiglu, order, kernel) in [
             (MmqChoice::Classic, SwigluAt::Auto, rows, "classic kernel"),
             (MmqChoice::Narrow, SwigluAt::Epilogue, rows, "narrow kernel"),
@@ -101,6 +111,10 @@ pub fn pipelines(gpu: &Gpu, s: &MoeShape, cap: usize) -> Vec<Prefill> {
                 rows,
                 "SwiGLU in moe_swiglu_quant",
             ),
+            // Flat tiles at every row count (the default takes them at many rows per expert
+            // only), with SwiGLU in the epilogue and, in the grid's order, in its own kernel.
+            (MmqChoice::Flat, SwigluAt::Epilogue, rows, flat),
+            (MmqChoice::Flat, SwigluAt::Kernel, tiles, flat),
         ] {
             let o = SplitOptions {
                 ws: WsOptions::default(),

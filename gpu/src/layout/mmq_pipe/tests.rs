@@ -2,7 +2,12 @@
 
 use super::*;
 
-const SHAPES: [MmqPipeShape; 3] = [MmqPipeShape::Wide, MmqPipeShape::Narrow, MmqPipeShape::Tall];
+const SHAPES: [MmqPipeShape; 4] = [
+    MmqPipeShape::Wide,
+    MmqPipeShape::Narrow,
+    MmqPipeShape::Tall,
+    MmqPipeShape::Flat,
+];
 
 #[test]
 fn layouts_fit_their_budgets() {
@@ -31,7 +36,7 @@ fn layouts_fit_their_budgets() {
                 "{w:?} {shape:?}"
             );
             assert!(sm.slot >= shape.stage_window(w) && sm.slot.is_multiple_of(16));
-            assert_eq!(sm.acts, sm.nw * MMQ_ROWS * sm.slot);
+            assert_eq!(sm.acts, sm.nw * shape.rows() * sm.slot);
             assert_eq!(sm.acts_bytes, shape.cols() * Q8_1_MMQ_BYTES);
             assert_eq!(sm.tiles, sm.acts + sm.na * sm.acts_bytes);
             assert_eq!(sm.bars, sm.tiles + 2 * sm.tile_bytes);
@@ -108,6 +113,7 @@ fn stages_hold_whole_blocks() {
 #[test]
 fn shapes_cover_the_tile_with_eight_warps() {
     assert_eq!((MmqPipeShape::Wide.mt(), MmqPipeShape::Wide.nt()), (2, 4));
+    assert_eq!((MmqPipeShape::Flat.mt(), MmqPipeShape::Flat.nt()), (2, 4));
     assert_eq!(
         (MmqPipeShape::Narrow.mt(), MmqPipeShape::Narrow.nt()),
         (1, 2)
@@ -116,7 +122,7 @@ fn shapes_cover_the_tile_with_eight_warps() {
     assert_eq!(MmqPipeShape::Tall.cols(), MmqPipeShape::Wide.cols());
     for shape in SHAPES {
         let wn = 8 / shape.warps_m();
-        assert_eq!(shape.warps_m() * 16 * shape.mt(), MMQ_ROWS);
+        assert_eq!(shape.warps_m() * 16 * shape.mt(), shape.rows());
         assert_eq!(wn * 8 * shape.nt(), shape.cols());
         // A warp's fragments fill the eight accumulator slots, each once, the wide shape's as
         // `[mt][nt]`.
@@ -127,7 +133,7 @@ fn shapes_cover_the_tile_with_eight_warps() {
                 assert!(!seen[a][b], "{shape:?}");
                 assert_eq!(shape.slot_frag(a, b), (mt, nt), "{shape:?}");
                 seen[a][b] = true;
-                if shape == MmqPipeShape::Wide {
+                if matches!(shape, MmqPipeShape::Wide | MmqPipeShape::Flat) {
                     assert_eq!((a, b), (mt, nt));
                 }
             }
@@ -151,7 +157,7 @@ fn scale_slots_are_permutations() {
     for shape in SHAPES {
         let (mt, nt) = (shape.mt(), shape.nt());
         let mut rows = [false; MMQ_ROWS];
-        for r in 0..MMQ_ROWS {
+        for r in 0..shape.rows() {
             let s = shape.row_slot(r);
             assert!(!rows[s]);
             rows[s] = true;
@@ -159,7 +165,7 @@ fn scale_slots_are_permutations() {
             let (wm, m, h, g) = (r / (16 * mt), (r / 16) % mt, (r / 8) % 2, r % 8);
             assert_eq!(s, 16 * mt * wm + 2 * mt * g + 2 * m + h);
         }
-        let mut cols = [false; 64];
+        let mut cols = [false; MMQ_FLAT_COLS];
         for c in 0..shape.cols() {
             let s = shape.col_slot(c);
             assert!(s < shape.cols() && !cols[s]);

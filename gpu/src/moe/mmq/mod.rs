@@ -253,7 +253,7 @@ unsafe fn store(
 
 macro_rules! mmq_kernels {
     ($(($w:ident, $b:ident, $gate_up:ident, $down:ident, $fused:ident, $wide:ident,
-        $pipe:ident, $narrow:ident, $pipe_sw:ident, $narrow_sw:ident, $c16:ident, $c32:ident,
+        $pipe:ident, $narrow:ident, $pipe_sw:ident, $narrow_sw:ident, $flat:ident, $flat_sw:ident, $c16:ident, $c32:ident,
         $c64:ident, $fast16:ident, $fast32:ident, $resident:ident)),* $(,)?) => {$(
         /// MMQ gate/up product for one weight format; see the module doc.
         ///
@@ -283,7 +283,7 @@ macro_rules! mmq_kernels {
         #[unsafe(no_mangle)]
         pub unsafe extern "ptx-kernel" fn $pipe(p: MmqParams) {
             // SAFETY: forwarded contract.
-            unsafe { pipe::mmq_pipe::<$b, false, false>(&p) }
+            unsafe { pipe::mmq_pipe::<$b, false, false, false>(&p) }
         }
 
         /// The narrow pipelined MMQ product (16-row tiles; either product) for one weight
@@ -294,7 +294,7 @@ macro_rules! mmq_kernels {
         #[unsafe(no_mangle)]
         pub unsafe extern "ptx-kernel" fn $narrow(p: MmqParams) {
             // SAFETY: forwarded contract.
-            unsafe { pipe::mmq_pipe::<$b, true, false>(&p) }
+            unsafe { pipe::mmq_pipe::<$b, true, false, false>(&p) }
         }
 
         /// The narrow MMQ product's resident form (sm_90 modules: the tile's whole K
@@ -318,7 +318,7 @@ macro_rules! mmq_kernels {
         #[unsafe(no_mangle)]
         pub unsafe extern "ptx-kernel" fn $pipe_sw(p: MmqParams) {
             // SAFETY: forwarded contract.
-            unsafe { pipe::mmq_pipe::<$b, false, true>(&p) }
+            unsafe { pipe::mmq_pipe::<$b, false, false, true>(&p) }
         }
 
         /// The narrow form of the gate/up product with the SwiGLU + q8_1 epilogue; see
@@ -329,7 +329,29 @@ macro_rules! mmq_kernels {
         #[unsafe(no_mangle)]
         pub unsafe extern "ptx-kernel" fn $narrow_sw(p: MmqParams) {
             // SAFETY: forwarded contract.
-            unsafe { pipe::mmq_pipe::<$b, true, true>(&p) }
+            unsafe { pipe::mmq_pipe::<$b, true, false, true>(&p) }
+        }
+
+        /// The flat pipelined MMQ product (64 weight rows x 128 columns a CTA; either product)
+        /// for one weight format; see gpu/src/moe/mmq/pipe/mod.rs.
+        ///
+        /// # Safety
+        /// As `pipe::mmq_pipe`.
+        #[unsafe(no_mangle)]
+        pub unsafe extern "ptx-kernel" fn $flat(p: MmqParams) {
+            // SAFETY: forwarded contract.
+            unsafe { pipe::mmq_pipe::<$b, false, true, false>(&p) }
+        }
+
+        /// The flat form of the gate/up product with the SwiGLU + q8_1 epilogue; see
+        /// gpu/src/moe/mmq/pipe/mod.rs.
+        ///
+        /// # Safety
+        /// As `pipe::mmq_pipe`.
+        #[unsafe(no_mangle)]
+        pub unsafe extern "ptx-kernel" fn $flat_sw(p: MmqParams) {
+            // SAFETY: forwarded contract.
+            unsafe { pipe::mmq_pipe::<$b, false, true, true>(&p) }
         }
     )*};
 }

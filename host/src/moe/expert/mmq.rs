@@ -15,24 +15,20 @@
 use cudarc::driver::CudaFunction;
 use cudarc::driver::sys::CUfunction_attribute as FnAttr;
 use gpu::layout::{
-    MMQ_COLS, MMQ_NARROW_COLS, MMQ_ROWS, MMQ_SMEM_BYTES, MmqParams, MmqPipeShape, MmqPipeSmem,
-    MmqResidentSmem, WType,
+    MMQ_COLS, MMQ_FLAT_COLS, MMQ_FLAT_ROWS, MMQ_NARROW_COLS, MMQ_ROWS, MMQ_SMEM_BYTES, MmqParams,
+    MmqPipeShape, MmqPipeSmem, MmqResidentSmem, WType,
 };
 
 use super::check_product;
 use crate::device::{DeviceLimits, FormatKernels};
-use crate::error::{DriverOp, Error, Result};
+use crate::error::{DriverOp, Result};
 use crate::problem::MoeShape;
 use crate::ptx;
 
+mod choice;
 mod order;
+pub use choice::{MMQ_KERNEL_VAR, MmqChoice};
 pub use order::{MMQ_ORDER_VAR, MmqOrder};
-
-/// Environment variable that forces the MMQ kernel: `classic`, `pipelined` (wide tiles at every
-/// row count), `narrow` (narrow tiles at every row count; a type whose narrow layout does not
-/// fit runs the wide kernel over them) or `narrow-streamed` (the same, never in the resident
-/// form); `auto` or unset lets the plan choose. All give the same bytes.
-pub const MMQ_KERNEL_VAR: &str = "MOE_MMQ_KERNEL";
 
 /// Why the MMQ path cannot run this shape, if it cannot.
 pub fn eligible(s: &MoeShape) -> Result<()> {
@@ -60,66 +56,30 @@ pub const NARROW_RESIDENT_MAX_ROWS_PER_EXPERT: usize = 40;
 /// 0.470 at 30 rows per expert, 0.564 / 0.520 at 40; the two meet near 33.
 pub const NARROW_RESIDENT_MAX_ROWS_IQ4_NL: usize = 32;
 
+/// Runs with at least this many rows per expert on average take the flat kernel (64 weight rows
+/// x 128 columns a CTA) for each product whose type has it ([`MmqKernel::flat`]) under
+/// `MmqChoice::Auto`, where an average expert's last 128-column tile is at least half full
+/// ([`flat_pays`]). Measured on the H200 (BENCHMARKS.md; the reference shape, Q2_0 / Q2_0,
+/// flat against wide, layer): 240 rows per expert (T = 12,288; last tile 112 columns) -4.5 %,
+/// 280 (24 columns) +2 %, 320 (64 columns) -1.5 % with SwiGLU in the epilogue, -3.3 % without;
+/// 160 (T = 8,192; 32 columns) +12 %: an expert's last tile then leaves most of the CTA's warps
+/// without columns, while each of its CTAs decodes and copies as a full one.
+pub const FLAT_MIN_ROWS_PER_EXPERT: usize = 240;
+
+/// Whether a run of `n_rows` rows over `n_experts` experts takes flat tiles under
+/// `MmqChoice::Auto`: at least [`FLAT_MIN_ROWS_PER_EXPERT`] rows per expert on average, the
+/// average expert's last 128-column tile at least half full.
+pub fn flat_pays(n_rows: usize, n_experts: usize) -> bool {
+    let r = n_rows / n_experts.max(1);
+    let last = r % MMQ_FLAT_COLS;
+    r >= FLAT_MIN_ROWS_PER_EXPERT && (last == 0 || 2 * last >= MMQ_FLAT_COLS)
+}
+
 /// The bound of rows per expert up to which a product of type `w` takes narrow resident tiles.
 pub const fn narrow_resident_max_rows(w: WType) -> usize {
     match w {
         WType::Iq4Nl => NARROW_RESIDENT_MAX_ROWS_IQ4_NL,
         _ => NARROW_RESIDENT_MAX_ROWS_PER_EXPERT,
-    }
-}
-
-/// Which MMQ kernel a plan runs: its choice (`Auto`: the narrow one at few rows per expert, else
-/// the pipelined one where it fits), or
-/// a forced one (tests reach the classic kernel this way on GPUs where the pipelined one fits).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum MmqChoice {
-    #[default]
-    Auto,
-    Classic,
-    Pipelined,
-    Narrow,
-    /// Narrow tiles as `Narrow`, never in the resident form (every K step's weights streamed
-    /// through the copy ring).
-    NarrowStreamed,
-}
-
-impl MmqChoice {
-    pub const ALL: [MmqChoice; 5] = [
-        MmqChoice::Auto,
-        MmqChoice::Classic,
-        MmqChoice::Pipelined,
-        MmqChoice::Narrow,
-        MmqChoice::NarrowStreamed,
-    ];
-
-    pub fn name(self) -> &'static str {
-        match self {
-            MmqChoice::Auto => "auto",
-            MmqChoice::Classic => "classic",
-            MmqChoice::Pipelined => "pipelined",
-            MmqChoice::Narrow => "narrow",
-            MmqChoice::NarrowStreamed => "narrow-streamed",
-        }
-    }
-
-    pub fn parse(s: &str) -> Result<MmqChoice> {
-        Self::ALL
-            .into_iter()
-            .find(|c| c.name() == s)
-            .ok_or_else(|| {
-                Error::Unsupported(format!(
-                    "unknown MMQ kernel `{s}` (expected auto, classic, pipelined, narrow or \
-                     narrow-streamed)"
-                ))
-            })
-    }
-
-    /// From `MOE_MMQ_KERNEL` (unset: `Auto`); an unknown value is an error, not ignored.
-    pub fn from_env() -> Result<MmqChoice> {
-        match std::env::var(MMQ_KERNEL_VAR) {
-            Ok(v) => Self::parse(&v),
-            Err(_) => Ok(MmqChoice::Auto),
-        }
     }
 }
 
@@ -133,6 +93,11 @@ pub enum MmqKernel {
     },
     /// The pipelined kernel's narrow shape (16-row tiles), with its shared-memory bytes.
     Narrow {
+        smem: usize,
+    },
+    /// The pipelined kernel's flat shape (64 weight rows x 128 columns a CTA), with its
+    /// shared-memory bytes.
+    Flat {
         smem: usize,
     },
 }
@@ -158,10 +123,24 @@ impl MmqKernel {
             .then_some(MmqKernel::Narrow { smem: sm.total })
     }
 
+    /// The flat kernel for the types whose 64-column kernel decodes through shared tiles
+    /// (`MmqPipeShape::wide_of` wide: the flat shape is that shape over 128 columns; the
+    /// others decode into registers, and the flat shape was not measured for them), where the
+    /// type's flat layout has a copy lead and fits this device.
+    pub fn flat(w: WType, dev: &DeviceLimits) -> Option<MmqKernel> {
+        let sm = MmqPipeSmem::of(w, MmqPipeShape::Flat);
+        (MmqPipeShape::wide_of(w) == MmqPipeShape::Wide
+            && sm.lead > 0
+            && sm.total <= dev.max_smem_optin as usize)
+            .then_some(MmqKernel::Flat { smem: sm.total })
+    }
+
     pub fn smem(self) -> usize {
         match self {
             MmqKernel::Classic => MMQ_SMEM_BYTES,
-            MmqKernel::Pipe { smem } | MmqKernel::Narrow { smem } => smem,
+            MmqKernel::Pipe { smem } | MmqKernel::Narrow { smem } | MmqKernel::Flat { smem } => {
+                smem
+            }
         }
     }
 
@@ -169,7 +148,16 @@ impl MmqKernel {
     pub fn cols(self) -> usize {
         match self {
             MmqKernel::Narrow { .. } => MMQ_NARROW_COLS,
-            _ => MMQ_COLS,
+            MmqKernel::Flat { .. } => MMQ_FLAT_COLS,
+            MmqKernel::Classic | MmqKernel::Pipe { .. } => MMQ_COLS,
+        }
+    }
+
+    /// The weight rows (output features) of one CTA: its row tile.
+    pub fn rows(self) -> usize {
+        match self {
+            MmqKernel::Flat { .. } => MMQ_FLAT_ROWS,
+            _ => MMQ_ROWS,
         }
     }
 
@@ -182,6 +170,7 @@ impl MmqKernel {
             MmqKernel::Classic => return Ok(()),
             MmqKernel::Pipe { smem } => ([k.mmq_pipe()?, k.mmq_swiglu(false)?], smem),
             MmqKernel::Narrow { smem } => ([k.mmq_narrow()?, k.mmq_swiglu(true)?], smem),
+            MmqKernel::Flat { smem } => ([k.mmq_flat(false)?, k.mmq_flat(true)?], smem),
         };
         let opt_in = |f: &CudaFunction, smem: usize| {
             f.set_attribute(
@@ -210,6 +199,7 @@ impl MmqKernel {
             MmqKernel::Classic => None,
             MmqKernel::Pipe { .. } => Some(k.mmq_swiglu(false)),
             MmqKernel::Narrow { .. } => Some(k.mmq_swiglu(true)),
+            MmqKernel::Flat { .. } => Some(k.mmq_flat(true)),
         }
     }
 
@@ -222,6 +212,7 @@ impl MmqKernel {
         match self {
             MmqKernel::Pipe { .. } => k.mmq_pipe(),
             MmqKernel::Narrow { .. } => k.mmq_narrow(),
+            MmqKernel::Flat { .. } => k.mmq_flat(false),
             MmqKernel::Classic => Ok(if which == 0 {
                 (k.gate_up_mmq()?, k.names[0])
             } else {
@@ -235,6 +226,7 @@ impl MmqKernel {
             MmqKernel::Classic => "classic",
             MmqKernel::Pipe { .. } => "pipelined",
             MmqKernel::Narrow { .. } => "narrow",
+            MmqKernel::Flat { .. } => "flat",
         }
     }
 }
@@ -246,6 +238,9 @@ impl MmqKernel {
 pub struct MmqKernels {
     wide: [MmqKernel; 2],
     narrow: Option<[MmqKernel; 2]>,
+    /// Each product's flat kernel where its type has one, else its wide one; `None` where
+    /// neither product has one or the choice excludes them.
+    flat: Option<[MmqKernel; 2]>,
     choice: MmqChoice,
     /// The loaded module has the bulk copies (`ptx::has_bulk`) for the resident narrow form.
     bulk: bool,
@@ -275,7 +270,7 @@ impl MmqKernels {
         let wide = types.map(|w| MmqKernel::choose(w, dev, choice));
         let takes = match choice {
             MmqChoice::Auto | MmqChoice::Narrow | MmqChoice::NarrowStreamed => true,
-            MmqChoice::Classic | MmqChoice::Pipelined => false,
+            MmqChoice::Classic | MmqChoice::Pipelined | MmqChoice::Flat => false,
         };
         let n = [0, 1].map(|i| {
             MmqKernel::narrow(types[i], dev)
@@ -283,6 +278,13 @@ impl MmqKernels {
                 .unwrap_or(wide[i])
         });
         let narrow = (n != wide).then_some(n);
+        let takes_flat = matches!(choice, MmqChoice::Auto | MmqChoice::Flat);
+        let f = [0, 1].map(|i| {
+            MmqKernel::flat(types[i], dev)
+                .filter(|_| takes_flat)
+                .unwrap_or(wide[i])
+        });
+        let flat = (f != wide).then_some(f);
         let bulk = ptx::has_bulk(dev.ptx_arch);
         // Products the resident form can run (given aligned rows, as device buffers are).
         let narrow_max = [0, 1].map(|i| {
@@ -295,6 +297,7 @@ impl MmqKernels {
         MmqKernels {
             wide,
             narrow,
+            flat,
             choice,
             bulk,
             narrow_max,
@@ -333,14 +336,22 @@ impl MmqKernels {
 
     /// Every kernel a run may take, each product's in order (for `prepare`).
     pub fn all(&self) -> impl Iterator<Item = [MmqKernel; 2]> {
-        std::iter::once(self.wide).chain(self.narrow)
+        std::iter::once(self.wide)
+            .chain(self.narrow)
+            .chain(self.flat)
     }
 
     /// The kernels of a run of `n_rows` rows over `n_experts` experts: each product's narrow
     /// kernel up to its bound of rows per expert (`NARROW_MAX_ROWS_PER_EXPERT`, or
     /// `narrow_resident_max_rows` of its type where it runs resident), or at every row count
-    /// when narrow tiles are forced; else the wide one.
+    /// when narrow tiles are forced; its flat kernel where [`flat_pays`], or at every row count
+    /// when flat tiles are forced; else the wide one.
     pub fn for_run(&self, n_rows: usize, n_experts: usize) -> [MmqKernel; 2] {
+        if let Some(f) = self.flat
+            && (self.choice == MmqChoice::Flat || flat_pays(n_rows, n_experts))
+        {
+            return f;
+        }
         let Some(n) = self.narrow else {
             return self.wide;
         };

@@ -4,7 +4,7 @@
 //! weights once per 16 rows.
 
 use cudarc::driver::CudaSlice;
-use gpu::layout::{MMQ_COLS, MMQ_NARROW_COLS, MmqTile};
+use gpu::layout::{MMQ_COLS, MMQ_FLAT_COLS, MMQ_NARROW_COLS, MmqTile};
 
 use super::mmq::{MmqKernel, MmqKernels};
 use super::tiles::{TileRepr, build_on_device, max_tiles, upload_tiles};
@@ -12,17 +12,20 @@ use crate::device::{Gpu, dptr};
 use crate::error::Result;
 
 /// The widths, in list order.
-const WIDTHS: [usize; 2] = [MMQ_COLS, MMQ_NARROW_COLS];
+const WIDTHS: [usize; 3] = [MMQ_FLAT_COLS, MMQ_COLS, MMQ_NARROW_COLS];
 
 fn class(k: MmqKernel) -> usize {
-    usize::from(k.cols() == MMQ_NARROW_COLS)
+    WIDTHS
+        .iter()
+        .position(|&w| w == k.cols())
+        .expect("every MMQ kernel's width has a list")
 }
 
 pub struct MmqLists {
-    bufs: [Option<CudaSlice<TileRepr>>; 2],
+    bufs: [Option<CudaSlice<TileRepr>>; 3],
     /// Tiles (CTAs along x) of each list for the prepared run; built on the device, the slots
     /// of the list (its padding included).
-    n: [usize; 2],
+    n: [usize; 3],
     /// The prepared run's lists were built on the device.
     pub on_device: bool,
 }
@@ -31,7 +34,7 @@ impl MmqLists {
     /// Buffers for runs of up to `rows` rows over `n_experts` experts, for every width
     /// `kernels` may take.
     pub fn new(gpu: &Gpu, rows: usize, n_experts: usize, kernels: &MmqKernels) -> Result<Self> {
-        let mut bufs = [None, None];
+        let mut bufs = [None, None, None];
         for ks in kernels.all() {
             for k in ks {
                 let c = class(k);
@@ -42,7 +45,7 @@ impl MmqLists {
         }
         Ok(MmqLists {
             bufs,
-            n: [0; 2],
+            n: [0; 3],
             on_device: false,
         })
     }

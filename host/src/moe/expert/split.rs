@@ -127,9 +127,16 @@ impl SplitPlan {
 
     /// Whether the prepared run puts SwiGLU in the gate/up epilogue: chosen for its rows
     /// (`SwigluAt::epilogue`), and the gate/up product runs on a pipelined MMQ kernel (the
-    /// classic one and the weight-stationary kernels have no such epilogue).
+    /// classic one and the weight-stationary kernels have no such epilogue). Under
+    /// `SwigluAt::Auto` not on the flat kernel: its CTAs make 32 features of H each, half the
+    /// wide one's, so the epilogue's passes and barriers double; measured on the H200
+    /// (BENCHMARKS.md, Q2_0 at T = 16,384) its gate/up with the epilogue 4.46 ms, without it
+    /// 4.04 + 0.28 for `moe_swiglu_quant`.
     fn epilogue(&self) -> bool {
+        let flat_auto =
+            self.swiglu == SwigluAt::Auto && matches!(self.mmq_kernels[0], MmqKernel::Flat { .. });
         self.swiglu.epilogue(self.run_rows, self.shape.n_experts)
+            && !flat_auto
             && self.products[0] == Product::Mmq
             && self.mmq_kernels[0] != MmqKernel::Classic
             && self.shape.ffn.is_multiple_of(MMQ_BLOCK_VALUES)
@@ -232,10 +239,15 @@ impl ExpertPlan for SplitPlan {
     fn describe(&self) -> String {
         let one = |p: Product, which: usize| match p {
             Product::Mmq => format!(
-                "mmq ({}{} tiles of up to {} rows x {MMQ_ROWS} features{}, {} kernel{})",
+                "mmq ({}{} tiles of up to {} rows x {} features{}, {} kernel{})",
                 if self.lists().on_device { "up to " } else { "" },
                 self.lists().len(self.mmq_kernels[which]),
                 self.mmq_kernels[which].cols(),
+                if self.resident_smem[which] > 0 {
+                    MMQ_ROWS
+                } else {
+                    self.mmq_kernels[which].rows()
+                },
                 if self.lists().on_device {
                     " built on the device"
                 } else {

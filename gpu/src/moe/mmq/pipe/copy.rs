@@ -219,7 +219,7 @@ pub(super) unsafe fn issue<B: WeightBlock>(p: &MmqParams, c: &Cta, j: u32) {
         let chunks = (c.shape.stage_window(B::WTYPE) / 16) as u32;
         let len = stage_len::<B>(p, c, j) as u64;
         let mut idx = tid;
-        while idx < MMQ_ROWS as u32 * chunks {
+        while idx < c.shape.rows() as u32 * chunks {
             let (t, k) = (idx / chunks, idx % chunks);
             let src = c.stage_src(t, j, sub, srb);
             let a0 = src & !15;
@@ -237,7 +237,7 @@ pub(super) unsafe fn issue<B: WeightBlock>(p: &MmqParams, c: &Cta, j: u32) {
         let first = j as u64 * p.n_cols_x as u64 + c.tile.col_start as u64;
         let bytes = c.tile.n_cols * Q8_1_MMQ_BYTES as u32;
         // SAFETY: the tile's columns are consecutive blocks of x (144 bytes each, 16-byte
-        // aligned) and fit the activation buffer (at most 64); the barrier's phase expects this
+        // aligned) and fit the activation buffer (at most its shape's columns); the barrier's phase expects this
         // thread's arrival.
         unsafe {
             mbar_arrive_expect_tx(b, bytes);

@@ -3,7 +3,7 @@
 
 use crate::formats::lookup_table_word;
 use crate::layout::{
-    MMQ_ORDER_TILES, MMQ_ROWS, MMQ_THREADS, MmqParams, MmqPipeShape, MmqPipeSmem, MmqTile, WType,
+    MMQ_ORDER_TILES, MMQ_THREADS, MmqParams, MmqPipeShape, MmqPipeSmem, MmqTile, WType,
 };
 use crate::ptx::{ctaid_x, ctaid_y, nctaid_x, nctaid_y, st_shared_u32, tid_x};
 
@@ -55,7 +55,7 @@ impl Cta {
     /// The raw weight stage buffer of K step `j` (`sub` K steps per stage).
     pub(super) fn raw(&self, j: u32, sub: u32) -> u32 {
         let stage = j / sub;
-        self.base + (stage % self.sm.nw as u32) * (MMQ_ROWS * self.sm.slot) as u32
+        self.base + (stage % self.sm.nw as u32) * (self.shape.rows() * self.sm.slot) as u32
     }
 
     /// The activation blocks of K step `j`.

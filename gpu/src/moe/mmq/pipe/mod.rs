@@ -59,10 +59,7 @@ pub use resident::mmq_resident;
 use cta::{Cta, weight_row};
 
 use crate::formats::WeightBlock;
-use crate::layout::{
-    MMQ_KSTEP, MMQ_ROWS, MMQ_SMEM_ROW, MMQ_SWIGLU_FEATURES, MmqParams, MmqPipeShape, MmqPipeSmem,
-    MmqTile,
-};
+use crate::layout::{MMQ_KSTEP, MMQ_SMEM_ROW, MmqParams, MmqPipeShape, MmqPipeSmem, MmqTile};
 use crate::ptx::{ld_shared_v4_u32, smem_base};
 
 const ROW: u32 = MMQ_SMEM_ROW as u32;
@@ -83,21 +80,25 @@ unsafe fn ld4(addr: u32) -> [f32; 4] {
     ]
 }
 
-/// The pipelined product for weight format `B`, the narrow shape or `B`'s 64-column one
-/// (`MmqPipeShape::wide_of`; see the module doc);
+/// The pipelined product for weight format `B`, the narrow shape, the flat one or `B`'s
+/// 64-column one (`MmqPipeShape::wide_of`; see the module doc);
 /// with `SWIGLU` the gate/up product with the SwiGLU + q8_1 epilogue (swiglu.rs).
 ///
 /// # Safety
 /// Parameters and buffers as `layout::MmqParams` describes, with the weight buffers readable
 /// 16 bytes past their ends; launched with `MMQ_THREADS` threads,
 /// `MmqPipeSmem::of(B::WTYPE, shape).total` bytes of dynamic shared memory, one CTA per tile
-/// (of at most `shape.cols()` columns) along x and `n / 128` along y (taken in `p.order`); `k`
+/// (of at most `shape.cols()` columns) along x and `n / shape.rows()` along y (taken in `p.order`); `k`
 /// a multiple of the type's own stage (`128 fused_sub_steps`; a longer stage,
 /// `MmqPipeShape::stage_steps`, may end past `k`: its rows' copies stop there). With `SWIGLU`: as `swiglu::store` requires.
 #[inline(always)]
-pub unsafe fn mmq_pipe<B: WeightBlock, const NARROW: bool, const SWIGLU: bool>(p: &MmqParams) {
+pub unsafe fn mmq_pipe<B: WeightBlock, const NARROW: bool, const FLAT: bool, const SWIGLU: bool>(
+    p: &MmqParams,
+) {
     let shape = if NARROW {
         MmqPipeShape::Narrow
+    } else if FLAT {
+        MmqPipeShape::Flat
     } else {
         MmqPipeShape::wide_of(B::WTYPE)
     };
@@ -107,10 +108,10 @@ pub unsafe fn mmq_pipe<B: WeightBlock, const NARROW: bool, const SWIGLU: bool>(p
     if tile.n_cols == 0 {
         return; // a padding tile of a device-built list
     }
-    let row0 = ty * MMQ_ROWS as u32;
+    let row0 = ty * shape.rows() as u32;
     let (wbase, ubase) = if SWIGLU {
         // Gate rows f0.., up rows n / 2 + f0.. (gate and up halves of the product's rows).
-        let f0 = ty * MMQ_SWIGLU_FEATURES as u32;
+        let f0 = ty * (shape.rows() / 2) as u32;
         (
             weight_row(p, tile.expert, f0),
             weight_row(p, tile.expert, p.n / 2 + f0),

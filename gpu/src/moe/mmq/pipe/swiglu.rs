@@ -1,9 +1,9 @@
 //! The SwiGLU + q8_1 epilogue of the gate/up kernels `moe_mmq_(pipe|narrow)_swiglu_<type>`:
 //! the CTA's tile rows are the gate and up rows of 64 features (`layout::MMQ_SWIGLU_FEATURES`;
-//! `Cta::row_addr`), so lane `(g, t)` of a warp holds gate (`acc[..][..][0..2]`, fragment row
-//! `g`) and up (`[2..4]`, row `g + 8`) of the same feature and columns. It writes
-//! H = q8_1(swiglu(gate, up)) of those 64 features - half of each column's D4 block of K chunk
-//! `y / 2` - and, spread over the CTAs along y, the zero blocks of the padding chunks past
+//! the flat shape's 64 rows: 32; `Cta::row_addr`), so lane `(g, t)` of a warp holds gate
+//! (`acc[..][..][0..2]`, fragment row `g`) and up (`[2..4]`, row `g + 8`) of the same feature
+//! and columns. It writes H = q8_1(swiglu(gate, up)) of those features - half of each column's
+//! D4 block of K chunk `y / 2` (flat: a quarter, of chunk `y / 4`) - and, spread over the CTAs along y, the zero blocks of the padding chunks past
 //! `ffn` (`padded_k`). `moe_swiglu_quant` (gpu/src/moe/swiglu_quant.rs) does the same from the
 //! f32 gate/up rows; the rules are the same functions (`gpu::quant`), so the bytes are its bytes.
 //!
@@ -19,8 +19,8 @@ use core::mem::offset_of;
 
 use super::Cta;
 use crate::layout::{
-    BlockQ8_1Mmq, MMQ_KSTEP, MMQ_ROWS, MMQ_SWIGLU_D, MMQ_SWIGLU_FEATURES, MMQ_SWIGLU_QS,
-    MMQ_SWIGLU_QS_ROW, MMQ_THREADS, MmqParams, Q8_1_MMQ_BYTES, Q8_1_MMQ_PIECES, padded_k,
+    BlockQ8_1Mmq, MMQ_KSTEP, MMQ_SWIGLU_D, MMQ_SWIGLU_QS, MMQ_SWIGLU_QS_ROW, MMQ_THREADS,
+    MmqParams, Q8_1_MMQ_BYTES, Q8_1_MMQ_PIECES, padded_k,
 };
 use crate::ptx::{
     ld_shared_f32, ld_shared_u32, ld_shared_v4_u32, shfl_xor_f32, st_shared_u8, st_shared_u32,
@@ -32,8 +32,6 @@ use crate::quant::{
 
 const THREADS: u32 = MMQ_THREADS as u32;
 const QS_ROW: u32 = MMQ_SWIGLU_QS_ROW as u32;
-/// Copy units per column: the 16-byte pieces of its 64 values, then its two scales.
-const UNITS: u32 = (MMQ_SWIGLU_FEATURES / 16 + 1) as u32;
 /// Byte offset of the values in a D4 block.
 const QS_OFF: u64 = offset_of!(BlockQ8_1Mmq, qs) as u64;
 
@@ -98,7 +96,7 @@ pub(super) unsafe fn store(p: &MmqParams, c: &Cta, acc: &[[[f32; 4]; 4]; 2]) {
             unroll!(c2 in [0, 1] {
                 if (nt as u32) < nts {
                     let a = part + (wm * cols + col_of(nt as u32, c2 as u32)) * 4;
-                    // SAFETY: warp < 8, column < 64: inside the partial maxima.
+                    // SAFETY: wm * cols + column < 8 * 64 (8 x 64 or 2 x 128): inside the partial maxima.
                     unsafe { st_shared_u32(a, mx[nt][c2].to_bits()) };
                 }
             });
@@ -120,47 +118,55 @@ pub(super) unsafe fn store(p: &MmqParams, c: &Cta, acc: &[[[f32; 4]; 4]; 2]) {
                     if (mt as u32) < mts {
                         let f = wm * 8 * mts + mt as u32 * 8 + gr;
                         let q = q8_1_quant(h[frag(mt, nt)][c2], d_inv);
-                        // SAFETY: column < 64, feature < 64: inside the staging.
+                        // SAFETY: column < 128, feature < 64: inside the staging.
                         unsafe { st_shared_u8(qs + col * QS_ROW + f, q as u8 as u32) };
                     }
                 });
                 if gr == 0 && wm == w0 {
-                    // SAFETY: column < 64, group < 2: inside the scales.
+                    // SAFETY: column < 128, group < 2: inside the scales.
                     unsafe { st_shared_u32(ds + (col * 2 + wm / wpg) * 4, q8_1_scale(d_inv).to_bits()) };
                 }
             }
         });
     });
     sync_threads();
-    // 4. Out: chunk y / 2, values 64 (y % 2) .., scales 2 (y % 2) ...
+    // 4. Out: with `feats` features a CTA (64, or the flat shape's 32), `per = 128 / feats` CTAs
+    // along y make a chunk: chunk y / per, values feats (y % per) .., scales
+    // (feats / 32) (y % per) ...
     let y = c.row_tile;
-    let half = (y % 2) as u64;
+    let feats = (shape.rows() / 2) as u32;
+    let per = MMQ_KSTEP as u32 / feats;
+    let units = feats / 16 + 1;
+    let scales = feats / 32;
+    let part_of = (y % per) as u64;
     let stride = p.n_cols_x as u64;
     let first = c.tile.col_start as u64;
     let block = |kc: u32, col: u32| {
         p.out + ((kc as u64) * stride + first + col as u64) * Q8_1_MMQ_BYTES as u64
     };
     let mut idx = tid;
-    while idx < c.tile.n_cols * UNITS {
-        let (col, u) = (idx / UNITS, idx % UNITS);
-        let blk = block(y / 2, col);
+    while idx < c.tile.n_cols * units {
+        let (col, u) = (idx / units, idx % units);
+        let blk = block(y / per, col);
         // SAFETY: the block is inside `out` (column < n_cols_x, chunk < ffn / 128); the values'
-        // pieces are 16-byte aligned (144-byte blocks, values at 16 + 64 half), the scales 4.
+        // pieces are 16-byte aligned (144-byte blocks, values at 16 + feats part), the scales 4.
         unsafe {
-            if u + 1 < UNITS {
+            if u + 1 < units {
                 let v = ld_shared_v4_u32(qs + col * QS_ROW + u * 16);
-                let dst = blk + QS_OFF + half * MMQ_SWIGLU_FEATURES as u64 + 16 * u as u64;
+                let dst = blk + QS_OFF + part_of * feats as u64 + 16 * u as u64;
                 st_v4_u32(dst as *mut u32, v);
             } else {
-                let d = blk + 8 * half;
+                let d = blk + 4 * scales as u64 * part_of;
                 st_u32(d as *mut u32, ld_shared_u32(ds + col * 8));
-                st_u32((d + 4) as *mut u32, ld_shared_u32(ds + col * 8 + 4));
+                if scales == 2 {
+                    st_u32((d + 4) as *mut u32, ld_shared_u32(ds + col * 8 + 4));
+                }
             }
         }
         idx += THREADS;
     }
     // The padding chunks past ffn: zero blocks (what moe_swiglu_quant writes there), chunk
-    // ffn / 128 + y and every n / 128 after it.
+    // ffn / 128 + y and every `n / rows` after it.
     let ffn = p.n / 2;
     let n_chunks = (padded_k(ffn as usize) / MMQ_KSTEP) as u32;
     let mut kz = ffn / MMQ_KSTEP as u32 + y;
@@ -174,6 +180,6 @@ pub(super) unsafe fn store(p: &MmqParams, c: &Cta, acc: &[[[f32; 4]; 4]; 2]) {
             unsafe { st_v4_u32((block(kz, col) + 16 * piece as u64) as *mut u32, [0; 4]) };
             idx += THREADS;
         }
-        kz += p.n / MMQ_ROWS as u32;
+        kz += p.n / shape.rows() as u32;
     }
 }

@@ -5,16 +5,17 @@
 
 use super::{Cta, ROW, copy, ld4};
 use crate::formats::{SharedTables, WeightBlock};
-use crate::layout::{MMQ_KSTEP, MMQ_ROWS, MMQ_THREADS, MmqParams};
+use crate::layout::{MMQ_KSTEP, MMQ_THREADS, MmqParams};
 use crate::ptx::{
     ld_shared_f32, ld_shared_v2_f32, ldmatrix_x4, mma_m16n8k16_s8, mma_m16n8k32_s8, st_shared_u32,
     st_shared_v4, sync_threads, tid_x,
 };
 use crate::quant::{MAGIC, mmq_step_16_magic, mmq_step_32_magic};
 
-/// Decodes K step `j` from its raw stage into decoded tile `j % 2`: thread `tid` takes weight
-/// row `tid / 2`, groups `2 (tid % 2)` and `+ 1`, and (the first `4 cols` threads) the
-/// activation scale of group `tid / cols` of column `tid % cols`.
+/// Decodes K step `j` from its raw stage into decoded tile `j % 2`: with `tpr` threads a row
+/// (`256 / rows`: 2, or the flat shape's 4) thread `tid` takes weight row `tid / tpr` and its
+/// `4 / tpr` groups from `(4 / tpr) (tid % tpr)`; and the activation scales of group
+/// `i / cols` of column `i % cols` for `i = tid, tid + 256, ..` below `4 cols`.
 ///
 /// # Safety
 /// The stage's copies are complete and visible; no warp still reads the decoded tile.
@@ -23,7 +24,10 @@ unsafe fn decode<B: WeightBlock>(c: &Cta, j: u32) {
     let tid = tid_x();
     let sub = c.shape.stage_steps(B::WTYPE) as u32;
     let srb = c.shape.stage_row_bytes(B::WTYPE) as u64;
-    let r = tid / 2;
+    let rows = c.shape.rows() as u32;
+    let tpr = MMQ_THREADS as u32 / rows;
+    let gpt = 4 / tpr;
+    let r = tid / tpr;
     let row = c.stage_row(r, j, sub, srb);
     let dst = c.decoded(j);
     let bv = B::WTYPE.block_values() as u32;
@@ -32,7 +36,7 @@ unsafe fn decode<B: WeightBlock>(c: &Cta, j: u32) {
     // Both groups' reads before any store: the loads are `pure`, so a block byte both groups
     // read (their shared `d`) is loaded and converted once.
     let read = |i: u32| {
-        let g = 2 * (tid % 2) + i;
+        let g = gpt * (tid % tpr) + i;
         let v = (j % sub) * MMQ_KSTEP as u32 + g * 32;
         // SAFETY: the block was copied into this row's slot (whole blocks per stage), 2-byte
         // aligned as B needs; read by explicit shared loads (docs: formats::BlockBytes); the
@@ -44,37 +48,45 @@ unsafe fn decode<B: WeightBlock>(c: &Cta, j: u32) {
         (B::group_q_in(blk, gi), B::group_scales_in(blk, gi))
     };
     let store = |i: u32, q: [u32; 8], s: [f32; 2]| {
-        let g = 2 * (tid % 2) + i;
+        let g = gpt * (tid % tpr) + i;
         let a = dst + r * ROW + g * 32;
         let halves = if sixteen { 2 } else { 1 };
-        let sa = dst + c.sm.wscales as u32 + (g * halves * MMQ_ROWS as u32 + rs) * 4;
-        // SAFETY: r < 128, g < 4: inside the tile and its scale array.
+        let sa = dst + c.sm.wscales as u32 + (g * halves * rows + rs) * 4;
+        // SAFETY: r < rows, g < 4: inside the tile and its scale array.
         unsafe {
             st_shared_v4(a, [q[0], q[1], q[2], q[3]]);
             st_shared_v4(a + 16, [q[4], q[5], q[6], q[7]]);
             st_shared_u32(sa, s[0].to_bits());
             if sixteen {
-                st_shared_u32(sa + 4 * MMQ_ROWS as u32, s[1].to_bits());
+                st_shared_u32(sa + 4 * rows, s[1].to_bits());
             }
         }
     };
     let (q0, s0) = read(0);
-    let (q1, s1) = read(1);
-    store(0, q0, s0);
-    store(1, q1, s1);
+    if gpt == 2 {
+        let (q1, s1) = read(1);
+        store(0, q0, s0);
+        store(1, q1, s1);
+    } else {
+        store(0, q0, s0);
+    }
     let cols = c.shape.cols() as u32;
-    let (g, col) = (tid / cols, tid % cols);
-    // (Every thread in the wide shape: 4 groups x 64 columns.)
-    if c.shape.cols() * 4 >= MMQ_THREADS || g < 4 {
-        // SAFETY: column < cols, group < 4: inside the stage's blocks and the scale array (a
-        // column past the tile's count copies a stale scale that no stored output uses).
-        unsafe {
-            let d = ld_shared_f32(c.acts(j) + col * ROW + g * 4);
-            let slot = c.shape.col_slot(col as usize) as u32;
-            st_shared_u32(
-                dst + c.sm.xscales as u32 + (g * cols + slot) * 4,
-                d.to_bits(),
-            );
+    // Passes over the threads (wide: one, every thread, 4 groups x 64 columns; flat: two).
+    let passes = (4 * c.shape.cols()).div_ceil(MMQ_THREADS);
+    for pass in 0..passes {
+        let i = tid + (pass * MMQ_THREADS) as u32;
+        let (g, col) = (i / cols, i % cols);
+        if c.shape.cols() * 4 >= MMQ_THREADS * (pass + 1) || g < 4 {
+            // SAFETY: column < cols, group < 4: inside the stage's blocks and the scale array
+            // (a column past the tile's count copies a stale scale that no stored output uses).
+            unsafe {
+                let d = ld_shared_f32(c.acts(j) + col * ROW + g * 4);
+                let slot = c.shape.col_slot(col as usize) as u32;
+                st_shared_u32(
+                    dst + c.sm.xscales as u32 + (g * cols + slot) * 4,
+                    d.to_bits(),
+                );
+            }
         }
     }
 }
@@ -135,7 +147,7 @@ unsafe fn product_nt<B: WeightBlock, const NT: u32>(c: &Cta, j: u32, acc: &mut [
             let halves = if sixteen { 2 } else { 1 };
             let wsc = t
                 + c.sm.wscales as u32
-                + (g * halves * MMQ_ROWS as u32 + wm * 16 * mts + gr * 2 * mts) * 4;
+                + (g * halves * c.shape.rows() as u32 + wm * 16 * mts + gr * 2 * mts) * 4;
             let lds = |a: u32| {
                 if mts == 2 {
                     ld4(a)
@@ -146,7 +158,7 @@ unsafe fn product_nt<B: WeightBlock, const NT: u32>(c: &Cta, j: u32, acc: &mut [
             };
             let da0 = lds(wsc);
             let da1 = if sixteen {
-                lds(wsc + 4 * MMQ_ROWS as u32)
+                lds(wsc + 4 * c.shape.rows() as u32)
             } else {
                 da0
             };

@@ -96,10 +96,17 @@ fn narrow_tiles_at_few_rows_per_expert_unless_forced() {
     let at = NARROW_MAX_ROWS_PER_EXPERT * e;
     assert_eq!(auto.for_run(at, e), [n, n]);
     assert_eq!(auto.for_run(at + 1, e), [w, w]);
-    assert_eq!(auto.all().count(), 2);
+    // Wide, narrow, flat.
+    assert_eq!(auto.all().count(), 3);
     for w in WType::ALL {
         let k = MmqKernels::new([w, w], LONG, &d, MmqChoice::Auto);
-        assert_eq!(k.all().count(), 2, "{w:?}");
+        let flat = MmqKernel::flat(w, &d).is_some();
+        assert_eq!(
+            flat,
+            MmqPipeShape::wide_of(w) == MmqPipeShape::Wide,
+            "{w:?}"
+        );
+        assert_eq!(k.all().count(), 2 + flat as usize, "{w:?}");
     }
     // IQ3_S's gate/up and IQ4_NL's down.
     let iq3 = [WType::Iq3S, WType::Iq4Nl];
@@ -225,4 +232,51 @@ fn choices_parse_by_name_and_refuse_others() {
     }
     let e = MmqChoice::parse("fast").unwrap_err().to_string();
     assert!(e.contains("unknown MMQ kernel `fast`"), "{e}");
+}
+
+#[test]
+fn flat_tiles_from_their_bound_of_rows_per_expert_or_forced() {
+    let d = dev(227 * 1024);
+    let e = 512;
+    let at = FLAT_MIN_ROWS_PER_EXPERT * e;
+    let f = MmqKernel::flat(WType::Q2_0, &d).unwrap();
+    assert_eq!((f.cols(), f.rows()), (MMQ_FLAT_COLS, MMQ_FLAT_ROWS));
+    let w = MmqKernel::choose(WType::Q2_0, &d, MmqChoice::Auto);
+    let auto = MmqKernels::new([WType::Q2_0; 2], LONG, &d, MmqChoice::Auto);
+    assert_eq!(auto.for_run(at - 1, e), [w, w]);
+    assert_eq!(auto.for_run(at, e), [f, f]);
+    // The measured points (rows per expert): 160 and 280 wide, 240 and 320 flat; and whole
+    // 128-column tiles.
+    for (r, flat) in [
+        (160, false),
+        (240, true),
+        (280, false),
+        (320, true),
+        (384, true),
+    ] {
+        assert_eq!(flat_pays(r * e, e), flat, "{r}");
+        assert_eq!(
+            auto.for_run(r * e, e),
+            if flat { [f, f] } else { [w, w] },
+            "{r}"
+        );
+    }
+    // IQ3_S (tall, no flat kernel) keeps its wide one beside IQ4_NL's flat one.
+    let mixed = MmqKernels::new([WType::Iq3S, WType::Iq4Nl], LONG, &d, MmqChoice::Auto);
+    let w3 = MmqKernel::choose(WType::Iq3S, &d, MmqChoice::Auto);
+    let f4 = MmqKernel::flat(WType::Iq4Nl, &d).unwrap();
+    assert_eq!(mixed.for_run(at, e), [w3, f4]);
+    // Forced: flat at any row count; the other choices never take it.
+    let forced = MmqKernels::new([WType::Q2_0; 2], LONG, &d, MmqChoice::Flat);
+    assert_eq!(forced.for_run(1, e), [f, f]);
+    for c in [
+        MmqChoice::Classic,
+        MmqChoice::Pipelined,
+        MmqChoice::Narrow,
+        MmqChoice::NarrowStreamed,
+    ] {
+        let k = MmqKernels::new([WType::Q2_0; 2], LONG, &d, c);
+        assert!(k.all().flatten().all(|k| k != f), "{c:?}");
+    }
+    assert_eq!(MmqChoice::parse("flat").unwrap(), MmqChoice::Flat);
 }

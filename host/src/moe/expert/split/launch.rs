@@ -146,7 +146,7 @@ impl SplitPlan {
             ),
             Product::Mmq => (
                 self.lists().len(self.mmq_kernels[which]),
-                MMQ_ROWS,
+                self.mmq_kernels[which].rows(),
                 MMQ_THREADS,
                 self.mmq_kernels[which].smem(),
             ),
