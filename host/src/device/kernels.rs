@@ -332,7 +332,9 @@ mod tests {
                 "moe_mmq_pipe_q2_0",
                 "moe_mmq_narrow_q2_0",
                 "moe_mmq_pipe_swiglu_q2_0",
-                "moe_mmq_narrow_swiglu_q2_0"
+                "moe_mmq_narrow_swiglu_q2_0",
+                "moe_mmq_flat_q2_0",
+                "moe_mmq_flat_swiglu_q2_0"
             ]
         );
         assert_eq!(
