@@ -38,8 +38,8 @@ pub use words::{
 ///
 /// `for_each_format!(m)` expands to
 /// `m! { (Variant, Block, gate_up_mmq, down_mmq, fused, fused_wide, mmq_pipe, mmq_narrow,
-/// mmq_pipe_swiglu, mmq_narrow_swiglu, mmq_flat, mmq_flat_swiglu, ws_c16, ws_c32, ws_c64, ws_c16_fast, ws_c32_fast,
-/// mmq_resident), ... }`.
+/// mmq_pipe_swiglu, mmq_narrow_swiglu, mmq_flat, mmq_flat_swiglu, ws_c16, ws_c32, ws_c64,
+/// ws_c16_fast, ws_c32_fast, mmq_resident), ... }`.
 #[macro_export]
 macro_rules! for_each_format {
     ($m:ident) => {

@@ -121,6 +121,12 @@ impl MmqPipeShape {
         }
     }
 
+    /// Features of H a CTA of the gate/up kernel with the SwiGLU epilogue makes: its rows are
+    /// gate and up rows of the same features, half each ([`MMQ_SWIGLU_FEATURES`] for 128 rows).
+    pub const fn swiglu_features(self) -> usize {
+        self.rows() / 2
+    }
+
     /// Warps along the weight rows (the other warps of the 8 go along the columns).
     pub const fn warps_m(self) -> usize {
         match self {

@@ -129,18 +129,13 @@ impl FormatKernels {
     /// `moe_mmq_pipe_<wtype>` with its name; `Error::Unsupported` when the loaded module has
     /// none.
     pub fn mmq_pipe(&self) -> Result<(&CudaFunction, &'static str)> {
-        const PIPE: usize = 4;
-        Ok((self.tensor_core(&self.mmq_pipe, PIPE)?, self.names[PIPE]))
+        self.named(&self.mmq_pipe, 4)
     }
 
     /// `moe_mmq_narrow_<wtype>` with its name; `Error::Unsupported` when the loaded module has
     /// none.
     pub fn mmq_narrow(&self) -> Result<(&CudaFunction, &'static str)> {
-        const NARROW: usize = 5;
-        Ok((
-            self.tensor_core(&self.mmq_narrow, NARROW)?,
-            self.names[NARROW],
-        ))
+        self.named(&self.mmq_narrow, 5)
     }
 
     /// `moe_mmq_resident_<wtype>` with its name; `Error::Unsupported` when the loaded module has
@@ -162,24 +157,16 @@ impl FormatKernels {
     /// or narrow (`moe_mmq_narrow_swiglu_<wtype>`), with its name; `Error::Unsupported` when
     /// the loaded module has none.
     pub fn mmq_swiglu(&self, narrow: bool) -> Result<(&CudaFunction, &'static str)> {
-        const SWIGLU: usize = 6;
         let i = narrow as usize;
-        Ok((
-            self.tensor_core(&self.mmq_swiglu[i], SWIGLU + i)?,
-            self.names[SWIGLU + i],
-        ))
+        self.named(&self.mmq_swiglu[i], 6 + i)
     }
 
     /// The flat pipelined MMQ product (`moe_mmq_flat_<wtype>`), or with `swiglu` its gate/up
     /// form with the SwiGLU + q8_1 epilogue (`moe_mmq_flat_swiglu_<wtype>`), with its name;
     /// `Error::Unsupported` when the loaded module has none.
     pub fn mmq_flat(&self, swiglu: bool) -> Result<(&CudaFunction, &'static str)> {
-        const FLAT: usize = 8;
         let i = swiglu as usize;
-        Ok((
-            self.tensor_core(&self.mmq_flat[i], FLAT + i)?,
-            self.names[FLAT + i],
-        ))
+        self.named(&self.mmq_flat[i], 8 + i)
     }
 
     /// The weight-stationary kernel of tier `tier` (index into `gpu::layout::WS_COLS`), or its
@@ -191,6 +178,15 @@ impl FormatKernels {
             Some(f) => (&self.ws_fast[f], self.names[WS + self.ws.len() + f]),
             None => (&self.ws[tier], self.names[WS + tier]),
         }
+    }
+
+    /// Tensor-core kernel `f` (name slot `i` of `format_kernel_names`) with its name.
+    fn named<'a>(
+        &self,
+        f: &'a Option<CudaFunction>,
+        i: usize,
+    ) -> Result<(&'a CudaFunction, &'static str)> {
+        Ok((self.tensor_core(f, i)?, self.names[i]))
     }
 
     fn tensor_core<'a>(&self, f: &'a Option<CudaFunction>, i: usize) -> Result<&'a CudaFunction> {
@@ -208,8 +204,8 @@ impl FormatKernels {
 
 macro_rules! format_table {
     ($(($w:ident, $b:ident, $gate_up:ident, $down:ident, $fused:ident, $wide:ident,
-        $pipe:ident, $narrow:ident, $pipe_sw:ident, $narrow_sw:ident, $flat:ident, $flat_sw:ident, $c16:ident, $c32:ident,
-        $c64:ident, $fast16:ident, $fast32:ident, $resident:ident)),* $(,)?) => {
+        $pipe:ident, $narrow:ident, $pipe_sw:ident, $narrow_sw:ident, $flat:ident,
+        $flat_sw:ident, $c16:ident, $c32:ident, $c64:ident, $fast16:ident, $fast32:ident, $resident:ident)),* $(,)?) => {
         /// Names of the per-format kernels, in list order.
         const FORMAT_KERNEL_NAMES: &[&str] = &[$(
             stringify!($gate_up), stringify!($down), stringify!($fused), stringify!($wide),

@@ -123,6 +123,10 @@ fn shapes_cover_the_tile_with_eight_warps() {
     for shape in SHAPES {
         let wn = 8 / shape.warps_m();
         assert_eq!(shape.warps_m() * 16 * shape.mt(), shape.rows());
+        // The SwiGLU epilogue writes whole 32-value groups of a D4 block, at most half of it
+        // (its staging rows hold MMQ_SWIGLU_FEATURES).
+        let f = shape.swiglu_features();
+        assert!(f.is_multiple_of(32) && MMQ_KSTEP.is_multiple_of(f) && f <= MMQ_SWIGLU_FEATURES);
         assert_eq!(wn * 8 * shape.nt(), shape.cols());
         // A warp's fragments fill the eight accumulator slots, each once, the wide shape's as
         // `[mt][nt]`.

@@ -15,8 +15,8 @@
 use cudarc::driver::CudaFunction;
 use cudarc::driver::sys::CUfunction_attribute as FnAttr;
 use gpu::layout::{
-    MMQ_COLS, MMQ_FLAT_COLS, MMQ_FLAT_ROWS, MMQ_NARROW_COLS, MMQ_ROWS, MMQ_SMEM_BYTES, MmqParams,
-    MmqPipeShape, MmqPipeSmem, MmqResidentSmem, WType,
+    MMQ_COLS, MMQ_FLAT_COLS, MMQ_NARROW_COLS, MMQ_ROWS, MMQ_SMEM_BYTES, MmqParams, MmqPipeShape,
+    MmqPipeSmem, MmqResidentSmem, WType,
 };
 
 use super::check_product;
@@ -148,7 +148,7 @@ impl MmqKernel {
     pub fn cols(self) -> usize {
         match self {
             MmqKernel::Narrow { .. } => MMQ_NARROW_COLS,
-            MmqKernel::Flat { .. } => MMQ_FLAT_COLS,
+            MmqKernel::Flat { .. } => MmqPipeShape::Flat.cols(),
             MmqKernel::Classic | MmqKernel::Pipe { .. } => MMQ_COLS,
         }
     }
@@ -156,7 +156,7 @@ impl MmqKernel {
     /// The weight rows (output features) of one CTA: its row tile.
     pub fn rows(self) -> usize {
         match self {
-            MmqKernel::Flat { .. } => MMQ_FLAT_ROWS,
+            MmqKernel::Flat { .. } => MmqPipeShape::Flat.rows(),
             _ => MMQ_ROWS,
         }
     }
@@ -231,9 +231,10 @@ impl MmqKernel {
     }
 }
 
-/// The MMQ kernels of a plan's two products (gate/up, down): the wide ones, and for runs with
-/// few rows per expert the narrow kernel for each product whose layout fits. Each product runs over a tile list of its kernel's width
-/// (expert/mmq_lists.rs).
+/// The MMQ kernels of a plan's two products (gate/up, down): the wide ones, for runs with few
+/// rows per expert the narrow kernel for each product whose layout fits, and for runs with many
+/// the flat one for each product whose type has it. Each product runs over a tile list of its
+/// kernel's width (expert/mmq_lists.rs).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct MmqKernels {
     wide: [MmqKernel; 2],

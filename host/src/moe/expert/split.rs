@@ -11,7 +11,7 @@
 //! The choice types and options: products.rs; queueing the stages: split/launch.rs.
 
 use cudarc::driver::CudaSlice;
-use gpu::layout::{MMQ_BLOCK_VALUES, MMQ_ROWS, Q8_1_MMQ_BYTES, WS_COLS, WS_ROWS, padded_k};
+use gpu::layout::{MMQ_BLOCK_VALUES, Q8_1_MMQ_BYTES, WS_COLS, WS_ROWS, padded_k};
 
 use super::{
     Bounds, ExpertIo, ExpertPlan, Intermediates, check_rows, max_tiles, rows_per_routed_expert,
@@ -243,11 +243,7 @@ impl ExpertPlan for SplitPlan {
                 if self.lists().on_device { "up to " } else { "" },
                 self.lists().len(self.mmq_kernels[which]),
                 self.mmq_kernels[which].cols(),
-                if self.resident_smem[which] > 0 {
-                    MMQ_ROWS
-                } else {
-                    self.mmq_kernels[which].rows()
-                },
+                self.mmq_kernels[which].rows(),
                 if self.lists().on_device {
                     " built on the device"
                 } else {

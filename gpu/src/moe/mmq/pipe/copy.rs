@@ -237,8 +237,8 @@ pub(super) unsafe fn issue<B: WeightBlock>(p: &MmqParams, c: &Cta, j: u32) {
         let first = j as u64 * p.n_cols_x as u64 + c.tile.col_start as u64;
         let bytes = c.tile.n_cols * Q8_1_MMQ_BYTES as u32;
         // SAFETY: the tile's columns are consecutive blocks of x (144 bytes each, 16-byte
-        // aligned) and fit the activation buffer (at most its shape's columns); the barrier's phase expects this
-        // thread's arrival.
+        // aligned) and fit the activation buffer (at most its shape's columns); the barrier's
+        // phase expects this thread's arrival.
         unsafe {
             mbar_arrive_expect_tx(b, bytes);
             bulk_copy(c.acts(j), p.x + first * Q8_1_MMQ_BYTES as u64, bytes, b);

@@ -88,9 +88,10 @@ unsafe fn ld4(addr: u32) -> [f32; 4] {
 /// Parameters and buffers as `layout::MmqParams` describes, with the weight buffers readable
 /// 16 bytes past their ends; launched with `MMQ_THREADS` threads,
 /// `MmqPipeSmem::of(B::WTYPE, shape).total` bytes of dynamic shared memory, one CTA per tile
-/// (of at most `shape.cols()` columns) along x and `n / shape.rows()` along y (taken in `p.order`); `k`
-/// a multiple of the type's own stage (`128 fused_sub_steps`; a longer stage,
-/// `MmqPipeShape::stage_steps`, may end past `k`: its rows' copies stop there). With `SWIGLU`: as `swiglu::store` requires.
+/// (of at most `shape.cols()` columns) along x and `n / shape.rows()` along y (taken in
+/// `p.order`); `k` a multiple of the type's own stage (`128 fused_sub_steps`; a longer stage,
+/// `MmqPipeShape::stage_steps`, may end past `k`: its rows' copies stop there). With `SWIGLU`:
+/// as `swiglu::store` requires.
 #[inline(always)]
 pub unsafe fn mmq_pipe<B: WeightBlock, const NARROW: bool, const FLAT: bool, const SWIGLU: bool>(
     p: &MmqParams,
@@ -111,7 +112,7 @@ pub unsafe fn mmq_pipe<B: WeightBlock, const NARROW: bool, const FLAT: bool, con
     let row0 = ty * shape.rows() as u32;
     let (wbase, ubase) = if SWIGLU {
         // Gate rows f0.., up rows n / 2 + f0.. (gate and up halves of the product's rows).
-        let f0 = ty * (shape.rows() / 2) as u32;
+        let f0 = ty * shape.swiglu_features() as u32;
         (
             weight_row(p, tile.expert, f0),
             weight_row(p, tile.expert, p.n / 2 + f0),

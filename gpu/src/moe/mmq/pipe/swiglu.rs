@@ -3,8 +3,8 @@
 //! the flat shape's 64 rows: 32; `Cta::row_addr`), so lane `(g, t)` of a warp holds gate
 //! (`acc[..][..][0..2]`, fragment row `g`) and up (`[2..4]`, row `g + 8`) of the same feature
 //! and columns. It writes H = q8_1(swiglu(gate, up)) of those features - half of each column's
-//! D4 block of K chunk `y / 2` (flat: a quarter, of chunk `y / 4`) - and, spread over the CTAs along y, the zero blocks of the padding chunks past
-//! `ffn` (`padded_k`). `moe_swiglu_quant` (gpu/src/moe/swiglu_quant.rs) does the same from the
+//! D4 block of K chunk `y / 2` (flat: a quarter, of chunk `y / 4`) - and, spread over the CTAs
+//! along y, the zero blocks of the padding chunks past `ffn` (`padded_k`). `moe_swiglu_quant` (gpu/src/moe/swiglu_quant.rs) does the same from the
 //! f32 gate/up rows; the rules are the same functions (`gpu::quant`), so the bytes are its bytes.
 //!
 //! 1. SwiGLU of each lane's values (`acc` -> `h`, 2 x (2 NT) per lane).
@@ -96,7 +96,8 @@ pub(super) unsafe fn store(p: &MmqParams, c: &Cta, acc: &[[[f32; 4]; 4]; 2]) {
             unroll!(c2 in [0, 1] {
                 if (nt as u32) < nts {
                     let a = part + (wm * cols + col_of(nt as u32, c2 as u32)) * 4;
-                    // SAFETY: wm * cols + column < 8 * 64 (8 x 64 or 2 x 128): inside the partial maxima.
+                    // SAFETY: wm * cols + column < 8 * 64 (8 x 64 or 2 x 128): inside the
+                    // partial maxima.
                     unsafe { st_shared_u32(a, mx[nt][c2].to_bits()) };
                 }
             });
@@ -134,7 +135,7 @@ pub(super) unsafe fn store(p: &MmqParams, c: &Cta, acc: &[[[f32; 4]; 4]; 2]) {
     // along y make a chunk: chunk y / per, values feats (y % per) .., scales
     // (feats / 32) (y % per) ...
     let y = c.row_tile;
-    let feats = (shape.rows() / 2) as u32;
+    let feats = shape.swiglu_features() as u32;
     let per = MMQ_KSTEP as u32 / feats;
     let units = feats / 16 + 1;
     let scales = feats / 32;

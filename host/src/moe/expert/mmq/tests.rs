@@ -2,6 +2,7 @@
 //! choice and row count, and where the narrow kernel runs in its resident form.
 
 use super::*;
+use gpu::layout::MMQ_FLAT_ROWS;
 use gpu::layout::MMQ_ORDER_ROWS;
 
 fn dev(max_smem_optin: u32) -> DeviceLimits {
