@@ -56,21 +56,39 @@ pub const NARROW_RESIDENT_MAX_ROWS_PER_EXPERT: usize = 40;
 /// 0.470 at 30 rows per expert, 0.564 / 0.520 at 40; the two meet near 33.
 pub const NARROW_RESIDENT_MAX_ROWS_IQ4_NL: usize = 32;
 
-/// Runs with at least this many rows per expert on average take the flat kernel (64 weight rows
-/// x 128 columns a CTA) for each product whose type has it ([`MmqKernel::flat`]) under
-/// `MmqChoice::Auto`, where an average expert's last 128-column tile is at least half full
-/// ([`flat_pays`]). Measured on the H200 (BENCHMARKS.md; the reference shape, Q2_0 / Q2_0,
-/// flat against wide, layer): 240 rows per expert (T = 12,288; last tile 112 columns) -4.5 %,
-/// 280 (24 columns) +2 %, 320 (64 columns) -1.5 % with SwiGLU in the epilogue, -3.3 % without;
-/// 160 (T = 8,192; 32 columns) +12 %: an expert's last tile then leaves most of the CTA's warps
-/// without columns, while each of its CTAs decodes and copies as a full one.
-pub const FLAT_MIN_ROWS_PER_EXPERT: usize = 240;
+/// A product whose type decodes through shared tiles (`MmqPipeShape::wide_of` wide: Q2_0,
+/// IQ4_NL, IQ2_XXS, IQ2_XS, IQ2_S) takes the flat kernel (64 weight rows x 128 columns a CTA)
+/// under `MmqChoice::Auto` from this many rows per expert on average, where an average
+/// expert's last 128-column tile is at least half full ([`flat_pays`]). Measured on the H200
+/// (BENCHMARKS.md; the reference shape, flat against wide, each product's stage): 55 rows per
+/// expert slower (Q2_0 gate/up +18 %, down +28 %), 65 slower (gate/up +2 %, down +9 %), 70 even
+/// to faster (gate/up -4 %, down +1 %), 80 and 120 faster (Q2_0, IQ2_XXS, IQ2_S, IQ4_NL: -2 to
+/// -8 %), 160 slower (32 columns in the last tile: Q2_0 gate/up +3 %, down +9 %; IQ4_NL down
+/// +5 %), 200 and 240 faster (-4 to -9 %), 280 slower (24 columns: the Q2_0 layer +2 %), 320
+/// faster (64 columns: -1.5 % with SwiGLU in the epilogue, -3.3 % without). An expert's nearly
+/// empty last tile leaves most of a flat CTA's warps without columns, while it decodes and
+/// copies as a full one.
+pub const FLAT_MIN_ROWS_PER_EXPERT: usize = 68;
 
-/// Whether a run of `n_rows` rows over `n_experts` experts takes flat tiles under
-/// `MmqChoice::Auto`: at least [`FLAT_MIN_ROWS_PER_EXPERT`] rows per expert on average, the
-/// average expert's last 128-column tile at least half full.
-pub fn flat_pays(n_rows: usize, n_experts: usize) -> bool {
+/// A product whose type decodes into registers in its 64-column kernel (the tall shape: IQ3_S,
+/// IQ3_XXS, Q8_0) takes the flat kernel from this many rows per expert on average, whatever
+/// its last tile's fill: the tall kernel decodes each weight value once per 64 columns, the
+/// flat one once per 128 through shared tiles. Measured on the H200 (BENCHMARKS.md; flat
+/// against tall, each product's stage): 55 rows per expert slower (IQ3_S gate/up +11 %, Q8_0
+/// down +14 %), 65 faster (-5 %, -6 %), 80 to 200 faster (IQ3_S, IQ3_XXS gate/up -6 to -16 %,
+/// Q8_0 gate/up -13 % at 160, Q8_0 down -6 to -19 %), 320 faster (IQ3_S gate/up -20 %, the
+/// IQ3_S / IQ4_NL layer -10 %).
+pub const FLAT_MIN_ROWS_TALL: usize = 60;
+
+/// Whether a product of type `w` takes flat tiles under `MmqChoice::Auto` for a run of `n_rows`
+/// rows over `n_experts` experts: from [`FLAT_MIN_ROWS_TALL`] rows per expert on average for
+/// the tall types, from [`FLAT_MIN_ROWS_PER_EXPERT`] for the others where the average expert's
+/// last 128-column tile is at least half full.
+pub fn flat_pays(w: WType, n_rows: usize, n_experts: usize) -> bool {
     let r = n_rows / n_experts.max(1);
+    if MmqPipeShape::wide_of(w) == MmqPipeShape::Tall {
+        return r >= FLAT_MIN_ROWS_TALL;
+    }
     let last = r % MMQ_FLAT_COLS;
     r >= FLAT_MIN_ROWS_PER_EXPERT && (last == 0 || 2 * last >= MMQ_FLAT_COLS)
 }
@@ -123,15 +141,11 @@ impl MmqKernel {
             .then_some(MmqKernel::Narrow { smem: sm.total })
     }
 
-    /// The flat kernel for the types whose 64-column kernel decodes through shared tiles
-    /// (`MmqPipeShape::wide_of` wide: the flat shape is that shape over 128 columns; the
-    /// others decode into registers, and the flat shape was not measured for them), where the
-    /// type's flat layout has a copy lead and fits this device.
+    /// The flat kernel (64 weight rows x 128 columns a CTA, decoded through shared tiles) where
+    /// the type's flat layout has a copy lead and fits this device: every type on the H200.
     pub fn flat(w: WType, dev: &DeviceLimits) -> Option<MmqKernel> {
         let sm = MmqPipeSmem::of(w, MmqPipeShape::Flat);
-        (MmqPipeShape::wide_of(w) == MmqPipeShape::Wide
-            && sm.lead > 0
-            && sm.total <= dev.max_smem_optin as usize)
+        (sm.lead > 0 && sm.total <= dev.max_smem_optin as usize)
             .then_some(MmqKernel::Flat { smem: sm.total })
     }
 
@@ -345,23 +359,20 @@ impl MmqKernels {
     /// The kernels of a run of `n_rows` rows over `n_experts` experts: each product's narrow
     /// kernel up to its bound of rows per expert (`NARROW_MAX_ROWS_PER_EXPERT`, or
     /// `narrow_resident_max_rows` of its type where it runs resident), or at every row count
-    /// when narrow tiles are forced; its flat kernel where [`flat_pays`], or at every row count
-    /// when flat tiles are forced; else the wide one.
+    /// when narrow tiles are forced; its flat kernel where [`flat_pays`] for its type, or at
+    /// every row count when flat tiles are forced; else the wide one.
     pub fn for_run(&self, n_rows: usize, n_experts: usize) -> [MmqKernel; 2] {
-        if let Some(f) = self.flat
-            && (self.choice == MmqChoice::Flat || flat_pays(n_rows, n_experts))
-        {
-            return f;
-        }
-        let Some(n) = self.narrow else {
-            return self.wide;
-        };
         let forced = matches!(self.choice, MmqChoice::Narrow | MmqChoice::NarrowStreamed);
         [0, 1].map(|i| {
-            if forced || n_rows <= self.narrow_max[i] * n_experts {
-                n[i]
-            } else {
-                self.wide[i]
+            if let Some(f) = self.flat
+                && f[i] != self.wide[i]
+                && (self.choice == MmqChoice::Flat || flat_pays(self.types[i], n_rows, n_experts))
+            {
+                return f[i];
+            }
+            match self.narrow {
+                Some(n) if forced || n_rows <= self.narrow_max[i] * n_experts => n[i],
+                _ => self.wide[i],
             }
         })
     }

@@ -101,13 +101,9 @@ fn narrow_tiles_at_few_rows_per_expert_unless_forced() {
     assert_eq!(auto.all().count(), 3);
     for w in WType::ALL {
         let k = MmqKernels::new([w, w], LONG, &d, MmqChoice::Auto);
-        let flat = MmqKernel::flat(w, &d).is_some();
-        assert_eq!(
-            flat,
-            MmqPipeShape::wide_of(w) == MmqPipeShape::Wide,
-            "{w:?}"
-        );
-        assert_eq!(k.all().count(), 2 + flat as usize, "{w:?}");
+        // Every type's flat layout fits the H200.
+        assert!(MmqKernel::flat(w, &d).is_some(), "{w:?}");
+        assert_eq!(k.all().count(), 3, "{w:?}");
     }
     // IQ3_S's gate/up and IQ4_NL's down.
     let iq3 = [WType::Iq3S, WType::Iq4Nl];
@@ -239,34 +235,65 @@ fn choices_parse_by_name_and_refuse_others() {
 fn flat_tiles_from_their_bound_of_rows_per_expert_or_forced() {
     let d = dev(227 * 1024);
     let e = 512;
-    let at = FLAT_MIN_ROWS_PER_EXPERT * e;
     let f = MmqKernel::flat(WType::Q2_0, &d).unwrap();
     assert_eq!((f.cols(), f.rows()), (MMQ_FLAT_COLS, MMQ_FLAT_ROWS));
     let w = MmqKernel::choose(WType::Q2_0, &d, MmqChoice::Auto);
     let auto = MmqKernels::new([WType::Q2_0; 2], LONG, &d, MmqChoice::Auto);
+    let at = FLAT_MIN_ROWS_PER_EXPERT * e;
     assert_eq!(auto.for_run(at - 1, e), [w, w]);
     assert_eq!(auto.for_run(at, e), [f, f]);
-    // The measured points (rows per expert): 160 and 280 wide, 240 and 320 flat; and whole
-    // 128-column tiles.
+    // The measured points (rows per expert) of the types that decode through shared tiles:
+    // 55, 65, 160 and 280 wide, 70, 80, 120, 200, 240 and 320 flat; and whole 128-column tiles.
     for (r, flat) in [
+        (55, false),
+        (65, false),
+        (70, true),
+        (80, true),
+        (120, true),
         (160, false),
+        (200, true),
         (240, true),
         (280, false),
         (320, true),
         (384, true),
     ] {
-        assert_eq!(flat_pays(r * e, e), flat, "{r}");
+        for t in [
+            WType::Q2_0,
+            WType::Iq4Nl,
+            WType::Iq2Xxs,
+            WType::Iq2Xs,
+            WType::Iq2S,
+        ] {
+            assert_eq!(flat_pays(t, r * e, e), flat, "{t:?} {r}");
+        }
         assert_eq!(
             auto.for_run(r * e, e),
             if flat { [f, f] } else { [w, w] },
             "{r}"
         );
     }
-    // IQ3_S (tall, no flat kernel) keeps its wide one beside IQ4_NL's flat one.
+    // The tall types (their 64-column kernel decodes into registers): 55 tall, 65 and more flat,
+    // whatever the last tile's fill.
+    for t in [WType::Iq3S, WType::Iq3Xxs, WType::Q8_0] {
+        assert!(!flat_pays(t, (FLAT_MIN_ROWS_TALL - 1) * e, e), "{t:?}");
+        for r in [FLAT_MIN_ROWS_TALL, 65, 80, 160, 280, 320] {
+            assert!(flat_pays(t, r * e, e), "{t:?} {r}");
+        }
+    }
+    // Each product by its own type: at 160 rows per expert IQ3_S's gate/up takes flat tiles,
+    // IQ4_NL's down its wide ones; at 240 both flat; at 55 both their 64-column kernels.
     let mixed = MmqKernels::new([WType::Iq3S, WType::Iq4Nl], LONG, &d, MmqChoice::Auto);
-    let w3 = MmqKernel::choose(WType::Iq3S, &d, MmqChoice::Auto);
-    let f4 = MmqKernel::flat(WType::Iq4Nl, &d).unwrap();
-    assert_eq!(mixed.for_run(at, e), [w3, f4]);
+    let (w3, f3) = (
+        MmqKernel::choose(WType::Iq3S, &d, MmqChoice::Auto),
+        MmqKernel::flat(WType::Iq3S, &d).unwrap(),
+    );
+    let (w4, f4) = (
+        MmqKernel::choose(WType::Iq4Nl, &d, MmqChoice::Auto),
+        MmqKernel::flat(WType::Iq4Nl, &d).unwrap(),
+    );
+    assert_eq!(mixed.for_run(160 * e, e), [f3, w4]);
+    assert_eq!(mixed.for_run(240 * e, e), [f3, f4]);
+    assert_eq!(mixed.for_run(55 * e, e), [w3, w4]);
     // Forced: flat at any row count; the other choices never take it.
     let forced = MmqKernels::new([WType::Q2_0; 2], LONG, &d, MmqChoice::Flat);
     assert_eq!(forced.for_run(1, e), [f, f]);
