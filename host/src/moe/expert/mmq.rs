@@ -60,25 +60,24 @@ pub const NARROW_RESIDENT_MAX_ROWS_IQ4_NL: usize = 32;
 /// IQ4_NL, IQ2_XXS, IQ2_XS, IQ2_S) takes the flat kernel (64 weight rows x 128 columns a CTA)
 /// under `MmqChoice::Auto` from this many rows per expert on average, where an average
 /// expert's last 128-column tile is at least half full ([`flat_pays`]). Measured on the H200
-/// (BENCHMARKS.md; the reference shape, flat against wide, each product's stage): 55 rows per
-/// expert slower (Q2_0 gate/up +18 %, down +28 %), 65 slower (gate/up +2 %, down +9 %), 70 even
-/// to faster (gate/up -4 %, down +1 %), 80 and 120 faster (Q2_0, IQ2_XXS, IQ2_S, IQ4_NL: -2 to
-/// -8 %), 160 slower (32 columns in the last tile: Q2_0 gate/up +3 %, down +9 %; IQ4_NL down
-/// +5 %), 200 and 240 faster (-4 to -9 %), 280 slower (24 columns: the Q2_0 layer +2 %), 320
-/// faster (64 columns: -1.5 % with SwiGLU in the epilogue, -3.3 % without). An expert's nearly
-/// empty last tile leaves most of a flat CTA's warps without columns, while it decodes and
-/// copies as a full one.
-pub const FLAT_MIN_ROWS_PER_EXPERT: usize = 68;
+/// (BENCHMARKS.md; the reference shape, flat against wide, each product's stage), uniform
+/// routing: 55 and 65 rows per expert slower, 70 to 120 faster (-2 to -9 %), 160 slower (32
+/// columns in the last tile: Q2_0 gate/up +3 %, down +9 %), 200 and 240 faster (-4 to -9 %),
+/// 280 slower (24 columns: the Q2_0 layer +2 %), 320 faster; skewed routing (lognormal sigma
+/// 1.0), where many experts have few rows and a few many: 80 to 120 slower (Q2_0's down +6 to
+/// +14 %, its gate/up up to +8 %), 200 even to faster (-4 %), 240 and 320 faster (-3 to -10 %).
+/// So from 192, where both routings gain (128 + 64 columns: the last tile half full).
+pub const FLAT_MIN_ROWS_PER_EXPERT: usize = 192;
 
 /// A product whose type decodes into registers in its 64-column kernel (the tall shape: IQ3_S,
 /// IQ3_XXS, Q8_0) takes the flat kernel from this many rows per expert on average, whatever
 /// its last tile's fill: the tall kernel decodes each weight value once per 64 columns, the
 /// flat one once per 128 through shared tiles. Measured on the H200 (BENCHMARKS.md; flat
-/// against tall, each product's stage): 55 rows per expert slower (IQ3_S gate/up +11 %, Q8_0
-/// down +14 %), 65 faster (-5 %, -6 %), 80 to 200 faster (IQ3_S, IQ3_XXS gate/up -6 to -16 %,
-/// Q8_0 gate/up -13 % at 160, Q8_0 down -6 to -19 %), 320 faster (IQ3_S gate/up -20 %, the
-/// IQ3_S / IQ4_NL layer -10 %).
-pub const FLAT_MIN_ROWS_TALL: usize = 60;
+/// against tall, each product's stage), uniform routing: 55 rows per expert slower (IQ3_S
+/// gate/up +11 %, Q8_0 down +14 %), 65 to 320 faster (-5 to -24 %); skewed routing: 80 slower
+/// (Q8_0 gate/up +6 %, IQ3_S's +1 %), 90 mixed (+4 %, -1 %), 100 even (+1 %, -3 %; Q8_0 down
+/// -5 %), 120 to 320 faster (-2 to -24 %). So from 100.
+pub const FLAT_MIN_ROWS_TALL: usize = 100;
 
 /// Whether a product of type `w` takes flat tiles under `MmqChoice::Auto` for a run of `n_rows`
 /// rows over `n_experts` experts: from [`FLAT_MIN_ROWS_TALL`] rows per expert on average for

@@ -243,14 +243,15 @@ fn flat_tiles_from_their_bound_of_rows_per_expert_or_forced() {
     assert_eq!(auto.for_run(at - 1, e), [w, w]);
     assert_eq!(auto.for_run(at, e), [f, f]);
     // The measured points (rows per expert) of the types that decode through shared tiles:
-    // 55, 65, 160 and 280 wide, 70, 80, 120, 200, 240 and 320 flat; and whole 128-column tiles.
+    // wide where either routing was slower with flat tiles (55 to 160: uniform or skewed; 280:
+    // a nearly empty last tile), flat where both gained (200, 240, 320); whole 128-column tiles.
     for (r, flat) in [
         (55, false),
-        (65, false),
-        (70, true),
-        (80, true),
-        (120, true),
+        (80, false),
+        (120, false),
         (160, false),
+        (191, false),
+        (192, true),
         (200, true),
         (240, true),
         (280, false),
@@ -272,16 +273,17 @@ fn flat_tiles_from_their_bound_of_rows_per_expert_or_forced() {
             "{r}"
         );
     }
-    // The tall types (their 64-column kernel decodes into registers): 55 tall, 65 and more flat,
-    // whatever the last tile's fill.
+    // The tall types (their 64-column kernel decodes into registers): 90 tall, 100 and more
+    // flat, whatever the last tile's fill.
     for t in [WType::Iq3S, WType::Iq3Xxs, WType::Q8_0] {
+        assert!(!flat_pays(t, 90 * e, e), "{t:?}");
         assert!(!flat_pays(t, (FLAT_MIN_ROWS_TALL - 1) * e, e), "{t:?}");
-        for r in [FLAT_MIN_ROWS_TALL, 65, 80, 160, 280, 320] {
+        for r in [FLAT_MIN_ROWS_TALL, 120, 160, 280, 320] {
             assert!(flat_pays(t, r * e, e), "{t:?} {r}");
         }
     }
     // Each product by its own type: at 160 rows per expert IQ3_S's gate/up takes flat tiles,
-    // IQ4_NL's down its wide ones; at 240 both flat; at 55 both their 64-column kernels.
+    // IQ4_NL's down its wide ones; at 240 both flat; at 80 both their 64-column kernels.
     let mixed = MmqKernels::new([WType::Iq3S, WType::Iq4Nl], LONG, &d, MmqChoice::Auto);
     let (w3, f3) = (
         MmqKernel::choose(WType::Iq3S, &d, MmqChoice::Auto),
@@ -293,7 +295,7 @@ fn flat_tiles_from_their_bound_of_rows_per_expert_or_forced() {
     );
     assert_eq!(mixed.for_run(160 * e, e), [f3, w4]);
     assert_eq!(mixed.for_run(240 * e, e), [f3, f4]);
-    assert_eq!(mixed.for_run(55 * e, e), [w3, w4]);
+    assert_eq!(mixed.for_run(80 * e, e), [w3, w4]);
     // Forced: flat at any row count; the other choices never take it.
     let forced = MmqKernels::new([WType::Q2_0; 2], LONG, &d, MmqChoice::Flat);
     assert_eq!(forced.for_run(1, e), [f, f]);
