@@ -71,7 +71,8 @@ pub fn pipelines(gpu: &Gpu, s: &MoeShape, cap: usize) -> Vec<Prefill> {
         // every row count (the default takes the epilogue at many rows per expert only).
         // Each in the default CTA order, and the pipelined ones once more in the other.
         let (rows, tiles) = (MmqOrder::Rows, MmqOrder::Tiles);
-        // Where neither product's type has a flat kernel, `MmqChoice::Flat` runs the wide one.
+        // Where neither product's flat layout fits the device, `MmqChoice::Flat` runs the wide
+        // one.
         let dev = gpu.limits();
         let flat = if [s.gate_up_type, s.down_type]
             .iter()

@@ -246,14 +246,14 @@ impl MmqKernel {
 
 /// The MMQ kernels of a plan's two products (gate/up, down): the wide ones, for runs with few
 /// rows per expert the narrow kernel for each product whose layout fits, and for runs with many
-/// the flat one for each product whose type has it. Each product runs over a tile list of its
-/// kernel's width (expert/mmq_lists.rs).
+/// the flat one for each product whose flat layout fits the device. Each product runs over a
+/// tile list of its kernel's width (expert/mmq_lists.rs).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct MmqKernels {
     wide: [MmqKernel; 2],
     narrow: Option<[MmqKernel; 2]>,
-    /// Each product's flat kernel where its type has one, else its wide one; `None` where
-    /// neither product has one or the choice excludes them.
+    /// Each product's flat kernel where its layout fits the device, else its wide one; `None`
+    /// where neither product's fits or the choice excludes them.
     flat: Option<[MmqKernel; 2]>,
     choice: MmqChoice,
     /// The loaded module has the bulk copies (`ptx::has_bulk`) for the resident narrow form.

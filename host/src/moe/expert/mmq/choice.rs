@@ -24,7 +24,7 @@ pub enum MmqChoice {
     /// Narrow tiles as `Narrow`, never in the resident form (every K step's weights streamed
     /// through the copy ring).
     NarrowStreamed,
-    /// Flat tiles at every row count for the types that have them.
+    /// Flat tiles at every row count (for each product whose flat layout fits the device).
     Flat,
 }
 

@@ -240,6 +240,16 @@ fn flat_tiles_from_their_bound_of_rows_per_expert_or_forced() {
     let w = MmqKernel::choose(WType::Q2_0, &d, MmqChoice::Auto);
     let auto = MmqKernels::new([WType::Q2_0; 2], LONG, &d, MmqChoice::Auto);
     let at = FLAT_MIN_ROWS_PER_EXPERT * e;
+    // The types by their 64-column kernel: decoded through shared tiles (wide) or into
+    // registers (tall).
+    let shared_tiles = WType::ALL
+        .into_iter()
+        .filter(|&t| MmqPipeShape::wide_of(t) == MmqPipeShape::Wide);
+    let tall: Vec<WType> = WType::ALL
+        .into_iter()
+        .filter(|&t| MmqPipeShape::wide_of(t) == MmqPipeShape::Tall)
+        .collect();
+    assert_eq!((shared_tiles.clone().count(), tall.len()), (5, 3));
     assert_eq!(auto.for_run(at - 1, e), [w, w]);
     assert_eq!(auto.for_run(at, e), [f, f]);
     // The measured points (rows per expert) of the types that decode through shared tiles:
@@ -258,13 +268,7 @@ fn flat_tiles_from_their_bound_of_rows_per_expert_or_forced() {
         (320, true),
         (384, true),
     ] {
-        for t in [
-            WType::Q2_0,
-            WType::Iq4Nl,
-            WType::Iq2Xxs,
-            WType::Iq2Xs,
-            WType::Iq2S,
-        ] {
+        for t in shared_tiles.clone() {
             assert_eq!(flat_pays(t, r * e, e), flat, "{t:?} {r}");
         }
         assert_eq!(
@@ -275,7 +279,7 @@ fn flat_tiles_from_their_bound_of_rows_per_expert_or_forced() {
     }
     // The tall types (their 64-column kernel decodes into registers): 90 tall, 100 and more
     // flat, whatever the last tile's fill.
-    for t in [WType::Iq3S, WType::Iq3Xxs, WType::Q8_0] {
+    for t in tall {
         assert!(!flat_pays(t, 90 * e, e), "{t:?}");
         assert!(!flat_pays(t, (FLAT_MIN_ROWS_TALL - 1) * e, e), "{t:?}");
         for r in [FLAT_MIN_ROWS_TALL, 120, 160, 280, 320] {
