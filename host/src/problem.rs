@@ -299,10 +299,14 @@ pub struct SwigluQuantShape {
     pub interleaved: bool,
     /// Rows of the output buffer (>= n_rows).
     pub n_cols: usize,
+    /// The output rows padded as ggml pads them (`padded_k(ffn)` values, zero chunks past `ffn`);
+    /// else only the `ffn / 128` chunks that hold data (the layer's H: its down product reads
+    /// no K past `ffn`).
+    pub padded: bool,
 }
 
 impl SwigluQuantShape {
-    /// Dense rows of `2 * ffn`, halves, output exactly `n_rows` rows.
+    /// Dense rows of `2 * ffn`, halves, output exactly `n_rows` rows, padded.
     pub fn dense(n_rows: usize, ffn: usize, interleaved: bool) -> Self {
         SwigluQuantShape {
             n_rows,
@@ -310,6 +314,22 @@ impl SwigluQuantShape {
             gu_stride: 2 * ffn,
             interleaved,
             n_cols: n_rows,
+            padded: true,
+        }
+    }
+    /// The layer's H: [`dense`](Self::dense) halves, without the padding chunks.
+    pub fn layer(n_rows: usize, ffn: usize) -> Self {
+        SwigluQuantShape {
+            padded: false,
+            ..Self::dense(n_rows, ffn, false)
+        }
+    }
+    /// 128-value chunks of each output row.
+    pub fn out_chunks(&self) -> usize {
+        if self.padded {
+            padded_k(self.ffn) / MMQ_BLOCK_VALUES
+        } else {
+            self.ffn.div_ceil(MMQ_BLOCK_VALUES)
         }
     }
     /// f32 elements the gate/up input needs.
@@ -322,13 +342,12 @@ impl SwigluQuantShape {
     }
     /// q8_1 D4 blocks of the output buffer.
     pub fn out_blocks(&self) -> usize {
-        padded_k(self.ffn) / MMQ_BLOCK_VALUES * self.n_cols
+        self.out_chunks() * self.n_cols
     }
     /// Bytes the fused kernel must move: f32 gate/up in, q8_1 blocks out.
     pub fn fused_bytes(&self) -> u64 {
         (self.n_rows * 2 * self.ffn * 4
-            + padded_k(self.ffn) / MMQ_BLOCK_VALUES * self.n_rows * size_of::<BlockQ8_1Mmq>())
-            as u64
+            + self.out_chunks() * self.n_rows * size_of::<BlockQ8_1Mmq>()) as u64
     }
     /// Bytes the two-kernel form moves: the fused bytes plus H written and read back.
     pub fn two_kernel_bytes(&self) -> u64 {

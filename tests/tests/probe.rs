@@ -19,7 +19,7 @@ fn params_echo() {
         gu_stride: 0x4142_4344,
         n_cols: 0x5152_5354,
         interleaved: 0x6162_6364,
-        _pad: 0x7172_7374,
+        out_chunks: 0x7172_7374,
     };
     let mut out = gpu
         .alloc_filled::<u8>(size_of::<SwigluQuantParams>(), POISON)

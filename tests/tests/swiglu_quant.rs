@@ -156,6 +156,7 @@ fn reference_fused_equals_two_kernel() {
             gu_stride: 1288,
             interleaved,
             n_cols: 40,
+            padded: true,
         };
         let gu = random_gate_up(&mut rng, &s);
         let mut fused = poisoned_blocks(s.out_blocks());
@@ -172,7 +173,8 @@ fn reference_fused_equals_two_kernel() {
     }
 }
 
-/// One GPU case: fused, two-kernel and CPU reference must agree on every byte.
+/// One GPU case: fused, two-kernel (padded rows only) and CPU reference must agree on every
+/// byte; the output buffer is poisoned a block past the shape's own blocks, which stays poison.
 fn gpu_case(gpu: &host::device::Gpu, rng: &mut Rng, s: SwigluQuantShape, down: WType) {
     let label = format!(
         "down {} {} rows {} ffn {}",
@@ -188,6 +190,9 @@ fn gpu_case(gpu: &host::device::Gpu, rng: &mut Rng, s: SwigluQuantShape, down: W
     let plan = SwigluQuantPlan::new(&s, down.id()).expect("plan");
     let gu = random_gate_up(rng, &s);
     let out_bytes = s.out_blocks() * 144;
+    if !s.padded {
+        assert_eq!(s.out_blocks(), s.ffn / 128 * s.n_cols);
+    }
 
     let mut want_blocks = poisoned_blocks(s.out_blocks());
     reference::swiglu_quant(&gu, &s, &mut want_blocks);
@@ -197,14 +202,24 @@ fn gpu_case(gpu: &host::device::Gpu, rng: &mut Rng, s: SwigluQuantShape, down: W
     let d_gu = gpu.upload(&gu).expect("upload");
     let mut fused = poisoned_u8(gpu, out_bytes);
     plan.launch(gpu, &d_gu, &mut fused).expect("launch fused");
+    gpu.sync().expect("kernels should run without fault");
+    let got = download_checked(gpu, &label, &fused, out_bytes);
+    assert_bytes_eq(&format!("{label} fused"), &got, want, locate_q8_1(s.n_cols));
+    if !s.padded {
+        let mut h = poisoned_f32(gpu, plan.h_len());
+        let e = plan.launch_two_kernel(gpu, &d_gu, &mut h, &mut fused);
+        assert!(
+            e.is_err(),
+            "{label}: the two-kernel form writes padded rows only"
+        );
+        return;
+    }
     let mut two = poisoned_u8(gpu, out_bytes);
     let mut h = poisoned_f32(gpu, plan.h_len());
     plan.launch_two_kernel(gpu, &d_gu, &mut h, &mut two)
         .expect("launch two-kernel");
     gpu.sync().expect("kernels should run without fault");
 
-    let got = download_checked(gpu, &label, &fused, out_bytes);
-    assert_bytes_eq(&format!("{label} fused"), &got, want, locate_q8_1(s.n_cols));
     let got_h = download_checked_f32(gpu, &label, &h, plan.h_len());
     assert_bytes_eq(
         &format!("{label} two-kernel H"),
@@ -237,8 +252,16 @@ fn gpu_matches_reference() {
                     gu_stride: 2 * 640 + if interleaved { 0 } else { 8 },
                     interleaved,
                     n_cols: n_rows + 3,
+                    padded: true,
                 };
                 gpu_case(&gpu, &mut rng, s, down);
+                // The layer's H: the data chunks only, the rest of the buffer untouched.
+                gpu_case(
+                    &gpu,
+                    &mut rng,
+                    SwigluQuantShape { padded: false, ..s },
+                    down,
+                );
             }
         }
     }
@@ -274,6 +297,7 @@ fn gpu_zero_rows() {
         gu_stride: 1280,
         interleaved: false,
         n_cols: 4,
+        padded: true,
     };
     let plan = SwigluQuantPlan::new(&s, WType::Q8_0.id()).expect("plan");
     let gu = gpu.upload(&[0.0f32; 4]).expect("upload");

@@ -10,8 +10,8 @@ use bytemuck::{Pod, Zeroable};
 ///
 /// Input `gu`: f32 `[n_rows, gu_stride]`; row r holds gate and up of length `ffn` each, either
 /// as two halves (`gate = row[0..ffn]`, `up = row[ffn..2 ffn]`) or interleaved
-/// (`gate_j = row[2j]`, `up_j = row[2j + 1]`). Output `out`: `padded_k(ffn) / 128` chunks of
-/// `n_cols` [`BlockQ8_1Mmq`](crate::layout::BlockQ8_1Mmq), row r's chunk kc at `kc * n_cols + r`.
+/// (`gate_j = row[2j]`, `up_j = row[2j + 1]`). Output `out`: `out_chunks` chunks of `n_cols`
+/// [`BlockQ8_1Mmq`](crate::layout::BlockQ8_1Mmq), row r's chunk kc at `kc * n_cols + r`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[repr(C)]
 pub struct SwigluQuantParams {
@@ -28,7 +28,10 @@ pub struct SwigluQuantParams {
     pub n_cols: u32,
     /// 0: halves, 1: interleaved.
     pub interleaved: u32,
-    pub _pad: u32,
+    /// 128-value chunks written per row: `padded_k(ffn) / 128` (ggml's padded rows, zero chunks
+    /// past `ffn`), or `ffn / 128` where the reader takes no K past `ffn` (the layer's down
+    /// product).
+    pub out_chunks: u32,
 }
 
 /// Parameters of `moe_swiglu_f32`, the first kernel of the two-kernel form: writes
@@ -89,6 +92,9 @@ pub struct MmqTile {
 /// `w_expert_bytes` per expert, `row_bytes` per row. Activations `x`: D4 blocks
 /// `[k / 128][n_cols_x]`. The result of compact row c goes to
 /// `out[out_row(c) * out_stride + n]`, `out_row(c) = out_rows[c]` or c when `out_rows` is 0.
+/// With the SwiGLU epilogue (`moe_mmq_*_swiglu_*`) `out` is H's D4 blocks
+/// `[out_stride][n_cols_x]` instead: `out_stride` is H's chunk count (at least `n / 2 / 128`;
+/// the chunks past that are written as zero blocks).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[repr(C)]
 pub struct MmqParams {

@@ -94,14 +94,13 @@ unsafe fn swiglu_quant_rows<const INTERLEAVED: bool>(p: &SwigluQuantParams) {
     }
     // SAFETY: row < n_rows.
     let r = unsafe { (p.gu as *const f32).add(row as usize * p.gu_stride as usize) };
-    let n_chunks = (padded_k(p.ffn as usize) / MMQ_BLOCK_VALUES) as u32;
     let mut kc = tid_x() / 32;
-    while kc < n_chunks {
+    while kc < p.out_chunks {
         let k0 = chunk_k0(kc);
         let out = p.out as *mut BlockQ8_1Mmq;
         // SAFETY: ffn is a multiple of 128, so a chunk is wholly data (k0 + 4 <= ffn) or wholly
-        // padding, the same for the whole warp; out holds padded_k(ffn) / 128 chunks of n_cols
-        // blocks and row < n_rows <= n_cols.
+        // padding, the same for the whole warp; out holds out_chunks chunks of n_cols blocks
+        // and row < n_rows <= n_cols.
         unsafe {
             if k0 < p.ffn {
                 let [g, u] = load_gate_up(r, p.ffn, k0, INTERLEAVED);

@@ -114,7 +114,7 @@ pub fn print_table(
             "scatter" => (t as f64 * h * 4.0 + rows * act(s.hidden), "GB/s"),
             "gate_up" | GATE_UP_SWIGLU => (gate_up_ops, "TOPS"),
             "swiglu_quant" => (
-                SwigluQuantShape::dense(t * s.top_k, s.ffn, false).fused_bytes() as f64,
+                SwigluQuantShape::layer(t * s.top_k, s.ffn).fused_bytes() as f64,
                 "GB/s",
             ),
             "down" => (down_ops, "TOPS"),

@@ -132,7 +132,7 @@ impl SwigluQuantPlan {
             gu_stride: s.gu_stride as u32,
             n_cols: s.n_cols as u32,
             interleaved: s.interleaved as u32,
-            _pad: 0,
+            out_chunks: s.out_chunks() as u32,
         });
         // SAFETY: the plan checked the shape against the kernel's limits and check_buffers the
         // buffer sizes against the shape; the kernel reads gu and writes out within them.
@@ -151,7 +151,8 @@ impl SwigluQuantPlan {
         self.shape.n_rows * self.shape.ffn
     }
 
-    /// Queues the two-kernel form: `h` = swiglu(gu) as f32, then `out` = q8_1(h).
+    /// Queues the two-kernel form: `h` = swiglu(gu) as f32, then `out` = q8_1(h) (padded rows
+    /// only: `moe_quantize_q8_1` writes ggml's padding chunks).
     pub fn launch_two_kernel(
         &self,
         gpu: &Gpu,
@@ -159,6 +160,11 @@ impl SwigluQuantPlan {
         h: &mut CudaSlice<f32>,
         out: &mut CudaSlice<u8>,
     ) -> Result<()> {
+        if !self.shape.padded {
+            return Err(Error::Unsupported(
+                "swiglu_quant's two-kernel form writes padded rows only".into(),
+            ));
+        }
         self.check_buffers(gu, out)?;
         if h.len() < self.h_len() {
             return Err(Error::Buffer {
@@ -224,6 +230,12 @@ mod tests {
             assert_eq!(p.config.unwrap().block_dim.0, threads, "{ffn}");
         }
         assert_eq!(ok.out_blocks(), 8 * 37);
+        // The layer's H: the 5 data chunks of 640 values, no padding chunks.
+        assert_eq!(SwigluQuantShape::layer(37, 640).out_blocks(), 5 * 37);
+        assert_eq!(
+            SwigluQuantShape::layer(37, 640).fused_bytes(),
+            (37 * 1280 * 4 + 5 * 37 * 144) as u64
+        );
         assert!(
             SwigluQuantPlan::new(&SwigluQuantShape::dense(0, 640, false), 42)
                 .unwrap()

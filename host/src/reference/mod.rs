@@ -39,7 +39,8 @@ pub fn prefill(x: &[f32], routing: &Routing, w: &LayerWeights, s: &MoeShape) -> 
     let xq = scatter::quantize_scatter(x, s.hidden, &order);
     let gu = gate_up::gate_up(&xq, &order, w, s);
     let n_rows = order.n_rows();
-    let sq = SwigluQuantShape::dense(n_rows, s.ffn, false);
+    // H without ggml's padding chunks past ffn: the down product reads no K past ffn.
+    let sq = SwigluQuantShape::layer(n_rows, s.ffn);
     let mut hq = vec![
         BlockQ8_1Mmq {
             d: [0.0; 4],

@@ -45,7 +45,8 @@ fn scatter_rows(rows: &[Vec<BlockQ8_1Mmq>], n_cols: usize, out: &mut [BlockQ8_1M
     }
 }
 
-/// Fused form: row r of `out` = q8_1(swiglu(gate_r, up_r)). Only rows `< n_rows` are written.
+/// Fused form: row r of `out` = q8_1(swiglu(gate_r, up_r)), its `s.out_chunks()` chunks (with
+/// or without the padding chunks). Only rows `< n_rows` are written.
 pub fn swiglu_quant(gu: &[f32], s: &SwigluQuantShape, out: &mut [BlockQ8_1Mmq]) {
     let rows = par_map(s.n_rows, |r| {
         let row = &gu[r * s.gu_stride..];
@@ -55,7 +56,9 @@ pub fn swiglu_quant(gu: &[f32], s: &SwigluQuantShape, out: &mut [BlockQ8_1Mmq]) 
                 swiglu(g, u)
             })
             .collect();
-        quantize_row(&h)
+        let mut blocks = quantize_row(&h);
+        blocks.truncate(s.out_chunks());
+        blocks
     });
     scatter_rows(&rows, s.n_cols, out);
 }

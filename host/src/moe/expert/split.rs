@@ -11,7 +11,7 @@
 //! The choice types and options: products.rs; queueing the stages: split/launch.rs.
 
 use cudarc::driver::CudaSlice;
-use gpu::layout::{MMQ_BLOCK_VALUES, Q8_1_MMQ_BYTES, WS_COLS, WS_ROWS, padded_k};
+use gpu::layout::{MMQ_BLOCK_VALUES, Q8_1_MMQ_BYTES, WS_COLS, WS_ROWS};
 
 use super::{
     Bounds, ExpertIo, ExpertPlan, Intermediates, check_rows, max_tiles, rows_per_routed_expert,
@@ -25,7 +25,7 @@ use crate::moe::expert::tiles::TileRepr;
 use crate::moe::expert::ws::{self, WsOptions};
 use crate::moe::layer::DeviceLayer;
 use crate::moe::path::ExpertPath;
-use crate::problem::MoeShape;
+use crate::problem::{MoeShape, SwigluQuantShape};
 
 pub use super::products::{Product, SplitChoice, SplitOptions, SwigluAt, eligible};
 
@@ -160,8 +160,9 @@ impl SplitPlan {
     }
 }
 
+/// H's bytes for `rows` rows: the chunks that hold data only (`SwigluQuantShape::layer`).
 fn hq_bytes(s: &MoeShape, rows: usize) -> usize {
-    padded_k(s.ffn) / MMQ_BLOCK_VALUES * rows * Q8_1_MMQ_BYTES
+    SwigluQuantShape::layer(rows, s.ffn).out_chunks() * rows * Q8_1_MMQ_BYTES
 }
 
 impl ExpertPlan for SplitPlan {

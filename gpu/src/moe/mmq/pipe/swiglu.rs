@@ -4,8 +4,10 @@
 //! (`acc[..][..][0..2]`, fragment row `g`) and up (`[2..4]`, row `g + 8`) of the same feature
 //! and columns. It writes H = q8_1(swiglu(gate, up)) of those features - half of each column's
 //! D4 block of K chunk `y / 2` (flat: a quarter, of chunk `y / 4`) - and, spread over the CTAs
-//! along y, the zero blocks of the padding chunks past `ffn` (`padded_k`). `moe_swiglu_quant` (gpu/src/moe/swiglu_quant.rs) does the same from the
-//! f32 gate/up rows; the rules are the same functions (`gpu::quant`), so the bytes are its bytes.
+//! along y, the zero blocks of H's chunks past `ffn` up to `p.out_stride` chunks (ggml's padding,
+//! `padded_k`; the layer passes `ffn / 128`: its down product reads no K past `ffn`).
+//! `moe_swiglu_quant` (gpu/src/moe/swiglu_quant.rs) does the same from the f32 gate/up rows; the
+//! rules are the same functions (`gpu::quant`), so the bytes are its bytes.
 //!
 //! 1. SwiGLU of each lane's values (`acc` -> `h`, 2 x (2 NT) per lane).
 //! 2. The maximum |h| per column of each warp's `8 MT` features (shuffles over the lanes' `g`
@@ -20,7 +22,7 @@ use core::mem::offset_of;
 use super::Cta;
 use crate::layout::{
     BlockQ8_1Mmq, MMQ_KSTEP, MMQ_SWIGLU_D, MMQ_SWIGLU_QS, MMQ_SWIGLU_QS_ROW, MMQ_THREADS,
-    MmqParams, Q8_1_MMQ_BYTES, Q8_1_MMQ_PIECES, padded_k,
+    MmqParams, Q8_1_MMQ_BYTES, Q8_1_MMQ_PIECES,
 };
 use crate::ptx::{
     ld_shared_f32, ld_shared_u32, ld_shared_v4_u32, shfl_xor_f32, st_shared_u8, st_shared_u32,
@@ -36,12 +38,12 @@ const QS_ROW: u32 = MMQ_SWIGLU_QS_ROW as u32;
 const QS_OFF: u64 = offset_of!(BlockQ8_1Mmq, qs) as u64;
 
 /// Writes the CTA's H values (see the module doc) to `p.out`, the D4 blocks
-/// `[padded_k(n / 2) / 128][n_cols_x]` of H, and the padding chunks' zero blocks.
+/// `[p.out_stride][n_cols_x]` of H, and the zero blocks of its chunks past `ffn`.
 ///
 /// # Safety
 /// Called by every thread after the K loop (no copy in flight); `p.n / 2` (ffn) a multiple of
-/// 128; `p.out` holds `padded_k(n / 2) / 128` chunks of `n_cols_x` blocks; the tile's columns
-/// are below `n_cols_x`.
+/// 128; `p.out` holds `p.out_stride >= ffn / 128` chunks of `n_cols_x` blocks; the tile's
+/// columns are below `n_cols_x`.
 #[inline(always)]
 pub(super) unsafe fn store(p: &MmqParams, c: &Cta, acc: &[[[f32; 4]; 4]; 2]) {
     let tid = tid_x();
@@ -166,17 +168,18 @@ pub(super) unsafe fn store(p: &MmqParams, c: &Cta, acc: &[[[f32; 4]; 4]; 2]) {
         }
         idx += THREADS;
     }
-    // The padding chunks past ffn: zero blocks (what moe_swiglu_quant writes there), chunk
-    // ffn / 128 + y and every `n / rows` after it.
+    // H's chunks past ffn (ggml's padding, if the caller asks for it): zero blocks (what
+    // moe_swiglu_quant writes there), chunk ffn / 128 + y and every `n / rows` after it, up to
+    // out_stride chunks.
     let ffn = p.n / 2;
-    let n_chunks = (padded_k(ffn as usize) / MMQ_KSTEP) as u32;
+    let n_chunks = p.out_stride;
     let mut kz = ffn / MMQ_KSTEP as u32 + y;
     while kz < n_chunks {
         let pieces = Q8_1_MMQ_PIECES as u32;
         let mut idx = tid;
         while idx < c.tile.n_cols * pieces {
             let (col, piece) = (idx / pieces, idx % pieces);
-            // SAFETY: chunk kz < padded_k(ffn) / 128 of `out`, column < n_cols_x; 16-byte pieces
+            // SAFETY: chunk kz < out_stride of `out`, column < n_cols_x; 16-byte pieces
             // of a 144-byte block.
             unsafe { st_v4_u32((block(kz, col) + 16 * piece as u64) as *mut u32, [0; 4]) };
             idx += THREADS;

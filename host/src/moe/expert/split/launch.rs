@@ -31,10 +31,12 @@ impl SplitPlan {
         let w = layer.ptrs(gpu);
         let epilogue = self.epilogue();
         let (func, name, tiles) = self.kernel(gpu, 0, s.gate_up_type)?;
-        // With the epilogue the output is H's D4 blocks [padded_k(ffn) / 128][n_rows], as
-        // moe_swiglu_quant writes them (no row stride).
+        // With the epilogue the output is H's D4 blocks [ffn / 128][n_rows], as
+        // moe_swiglu_quant writes them for the layer (no row stride, no padding chunks), and
+        // out_stride H's chunk count.
         let (out, out_stride) = if epilogue {
-            (dptr(&self.hq, st), 0)
+            let chunks = SwigluQuantShape::layer(io.n_rows, s.ffn).out_chunks();
+            (dptr(&self.hq, st), chunks as u32)
         } else {
             (dptr(&self.gu, st), 2 * s.ffn as u32)
         };
@@ -68,7 +70,7 @@ impl SplitPlan {
         unsafe { self.product(gpu, 0, self.products[0], func, name, gu_p)? };
         mark(0)?;
         if !epilogue {
-            let sq = SwigluQuantShape::dense(io.n_rows, s.ffn, false);
+            let sq = SwigluQuantShape::layer(io.n_rows, s.ffn);
             SwigluQuantPlan::new(&sq, s.down_type.id())?.launch(gpu, &self.gu, &mut self.hq)?;
             mark(1)?;
         }
