@@ -3,14 +3,14 @@
 
 use super::{MMQ_BLOCK_VALUES, Q8_1_MMQ_BYTES, WType};
 
-/// Threads of one `scatter_quantize` CUDA block (and the most a `swiglu_quant` / `quantize`
+/// Threads of one `scatter_quantize` CUDA block (and the most a `swiglu_f32` / `quantize`
 /// block has, see [`quant_block_warps`]): one block per row, 8 warps; warp w handles the
 /// 128-value chunks w, w + 8, ... of the padded row, lane l the 4 values `4 l ..` of a chunk (so
 /// a row is read in one contiguous sweep).
 pub const QUANT_BLOCK_THREADS: usize = 256;
 /// Warps of such a block.
 pub const QUANT_WARPS: usize = QUANT_BLOCK_THREADS / 32;
-/// Warps of a `swiglu_quant` / `swiglu_f32` / `quantize` block for rows of `k` values: one per
+/// Warps of a `swiglu_f32` / `quantize` block (the two-kernel form of `swiglu_quant`) for rows of `k` values: one per
 /// 128-value data chunk, at most [`QUANT_WARPS`] (the kernels stride by the block's warp count,
 /// so the padding chunks go to the first warps). With n_ff 640, 5 warps: no warp holds
 /// registers only to write zeros, and more rows fit on an SM.
@@ -24,10 +24,21 @@ pub const fn quant_block_warps(k: usize) -> usize {
         chunks
     }
 }
+/// Values a `moe_swiglu_quant` lane covers: two 16-byte loads of gate and two of up, so that a
+/// q8_1 group (32 values) is 4 lanes and a 128-value chunk a half warp.
+pub const SWIGLU_QUANT_LANE_VALUES: usize = 8;
+/// Threads of a `moe_swiglu_quant` CTA: one 128-value chunk of [`SWIGLU_QUANT_ROWS`]
+/// consecutive rows, a half warp a row.
+pub const SWIGLU_QUANT_THREADS: usize = 256;
+/// Rows of a `moe_swiglu_quant` CTA.
+pub const SWIGLU_QUANT_ROWS: usize =
+    SWIGLU_QUANT_THREADS * SWIGLU_QUANT_LANE_VALUES / MMQ_BLOCK_VALUES;
+const _: () = assert!(MMQ_BLOCK_VALUES == 16 * SWIGLU_QUANT_LANE_VALUES);
+
 /// Register caps the builder writes into the PTX (`.maxnreg`), as rustc has no launch bounds.
-/// `moe_swiglu_quant`: ptxas takes 42 registers, so 8 blocks of 160 threads fit on an SM; at 40
-/// (no spill) 10 fit, and the kernel ran 4 % faster on the H200 (BENCHMARKS.md). At 32 it
-/// spills and runs 40 % slower.
+/// `moe_swiglu_quant`: at 40 registers (no spill in ptxas, sm_75 to sm_90) 6 CTAs of 256 threads
+/// fit on an SM. (Its earlier form of 160-thread CTAs, a row each, took 42 without the cap; at
+/// 40 it ran 4 % faster on the H200, at 32 it spilled and ran 40 % slower: BENCHMARKS.md.)
 pub const MAX_REGISTERS: &[(&str, u32)] = &[SWIGLU_QUANT_CAP];
 const SWIGLU_QUANT_CAP: (&str, u32) = ("moe_swiglu_quant", 40);
 

@@ -3,7 +3,7 @@
 //! f32 scale into a `block_q8_1_mmq` (layout::BlockQ8_1Mmq). Rules: `gpu::quant`.
 
 use crate::layout::{BlockQ8_1Mmq, MMQ_BLOCK_VALUES};
-use crate::ptx::{prmt, shfl_xor_f32, st_f32, st_u32};
+use crate::ptx::{prmt, shfl_xor_f32, st_f32, st_u32, st_v2_u32};
 use crate::quant::{
     amax_merge, amax_step, q8_1_inv_scale, q8_1_quant_finite, q8_1_quant_tiny, q8_1_scale,
 };
@@ -45,6 +45,42 @@ pub fn quantize_group_x4(h: [f32; 4], masks: [u32; 3]) -> ([i32; 4], f32) {
     (q, q8_1_scale(d_inv))
 }
 
+/// [`quantize_group_x4`] for a group spread over 4 lanes of a warp, 8 values each: shuffles over
+/// the two lane bits in `masks`. Returns this lane's 8 int8 values packed in two u32 (K order,
+/// the lowest byte first) and the group's f32 scale d.
+///
+/// Must be called by all 32 lanes of a warp together.
+#[inline(always)]
+pub fn quantize_group_x8(h: [f32; 8], masks: [u32; 2]) -> ([u32; 2], f32) {
+    let mut amax = 0.0f32;
+    unroll!(i in [0, 1, 2, 3, 4, 5, 6, 7] {
+        amax = amax_step(amax, h[i]);
+    });
+    amax = amax_merge(amax, shfl_xor_f32(amax, masks[0]));
+    amax = amax_merge(amax, shfl_xor_f32(amax, masks[1]));
+    let d_inv = q8_1_inv_scale(amax);
+    let mut q = [0i32; 8];
+    // One branch per group (d_inv = +inf only for groups of tiny values), not a select per value.
+    if d_inv == f32::INFINITY {
+        unroll!(i in [0, 1, 2, 3, 4, 5, 6, 7] {
+            q[i] = q8_1_quant_tiny(h[i]);
+        });
+    } else {
+        unroll!(i in [0, 1, 2, 3, 4, 5, 6, 7] {
+            q[i] = q8_1_quant_finite(h[i], d_inv);
+        });
+    }
+    let pack = |a: i32, b: i32, c: i32, d: i32| {
+        let lo = prmt(a as u32, b as u32, 0x0040);
+        let hi = prmt(c as u32, d as u32, 0x0040);
+        prmt(lo, hi, 0x5410)
+    };
+    (
+        [pack(q[0], q[1], q[2], q[3]), pack(q[4], q[5], q[6], q[7])],
+        q8_1_scale(d_inv),
+    )
+}
+
 /// Quantizes the 4 values `h` a lane holds for K positions `4 * lane + 128 i ..` of one
 /// activation row (lanes 8i .. 8i+7 form group i: shuffle masks 1, 2, 4) and returns the 4 int8
 /// values packed in a u32 and the group's f32 scale d.
@@ -74,6 +110,38 @@ pub unsafe fn store_x4(out: *mut BlockQ8_1Mmq, n_cols: u32, row: u32, k0: u32, q
         let blk = out.add(kc * n_cols as usize + row as usize);
         let qs = core::ptr::addr_of_mut!((*blk).qs) as *mut i8;
         st_u32(qs.add(within) as *mut u32, q);
+        if within % 32 == 0 {
+            let dp = core::ptr::addr_of_mut!((*blk).d) as *mut f32;
+            st_f32(dp.add(within / 32), d);
+        }
+    }
+}
+
+/// Stores a lane's 8 quantized values (from [`quantize_group_x8`]) of row `row`, K positions
+/// `k0 .. k0 + 8`, into the D4 buffer `out` of `n_cols` rows; the lane holding the first value
+/// of a 32-group also stores the group's scale.
+///
+/// # Safety
+/// `out` must hold at least `(k0 / 128 + 1) * n_cols` blocks, row < n_cols; `k0` a multiple
+/// of 8.
+#[inline(always)]
+pub unsafe fn store_x8(
+    out: *mut BlockQ8_1Mmq,
+    n_cols: u32,
+    row: u32,
+    k0: u32,
+    q: [u32; 2],
+    d: f32,
+) {
+    let kc = (k0 / MMQ_BLOCK_VALUES as u32) as usize;
+    let within = (k0 % MMQ_BLOCK_VALUES as u32) as usize;
+    // SAFETY: the caller guarantees the block index is inside `out`; `within` < 128 is a
+    // multiple of 8 and the values start 16 bytes into a 144-byte block, so the 8-byte store is
+    // aligned and inside the block, as is the scale's.
+    unsafe {
+        let blk = out.add(kc * n_cols as usize + row as usize);
+        let qs = core::ptr::addr_of_mut!((*blk).qs) as *mut i8;
+        st_v2_u32(qs.add(within) as *mut u32, q);
         if within % 32 == 0 {
             let dp = core::ptr::addr_of_mut!((*blk).d) as *mut f32;
             st_f32(dp.add(within / 32), d);

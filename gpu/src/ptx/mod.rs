@@ -169,6 +169,24 @@ pub unsafe fn st_v4_u32(p: *mut u32, v: [u32; 4]) {
     }
 }
 
+/// `st.global.v2.b32` [9.7.9.9].
+///
+/// # Safety
+/// `p` must be an 8-byte aligned global address this thread may write.
+#[inline(always)]
+pub unsafe fn st_v2_u32(p: *mut u32, v: [u32; 2]) {
+    // SAFETY: the caller guarantees alignment and validity.
+    unsafe {
+        asm!(
+            "st.global.v2.b32 [{p}], {{{a}, {b}}};",
+            p = in(reg64) p,
+            a = in(reg32) v[0],
+            b = in(reg32) v[1],
+            options(nostack)
+        );
+    }
+}
+
 /// `st.global.v4.f32` [9.7.9.9] (as [`st_v4_u32`] on the values' bits).
 ///
 /// # Safety

@@ -3,8 +3,9 @@
 
 use cudarc::driver::{CudaSlice, LaunchConfig, PushKernelArg};
 use gpu::layout::{
-    ActLayout, MMQ_BLOCK_VALUES, Q8_1_MMQ_BYTES, QuantizeParams, SwigluParams, SwigluQuantParams,
-    act_layout_of_ggml_type, quant_block_warps,
+    ActLayout, MMQ_BLOCK_VALUES, Q8_1_MMQ_BYTES, QuantizeParams, SWIGLU_QUANT_ROWS,
+    SWIGLU_QUANT_THREADS, SwigluParams, SwigluQuantParams, act_layout_of_ggml_type,
+    quant_block_warps,
 };
 
 use crate::device::{Gpu, KArg, MAX_GRID_X, dptr};
@@ -21,6 +22,8 @@ pub struct SwigluQuantPlan {
     pub shape: SwigluQuantShape,
     /// None when there are no rows (nothing is launched).
     pub config: Option<LaunchConfig>,
+    /// The two-kernel form's grid (a CTA per row).
+    two_kernel: Option<LaunchConfig>,
 }
 
 impl SwigluQuantPlan {
@@ -59,6 +62,16 @@ impl SwigluQuantPlan {
                 "at most 16,777,216 supported",
             ));
         }
+        if s.n_rows.div_ceil(SWIGLU_QUANT_ROWS) * s.out_chunks() > MAX_GRID_X {
+            return Err(shape(
+                format!("{k}: rows"),
+                s.n_rows,
+                format!(
+                    "at most {MAX_GRID_X} CTAs of {SWIGLU_QUANT_ROWS} rows x 128 values (a CUDA \
+                     grid's x dimension)"
+                ),
+            ));
+        }
         if s.gu_stride < 2 * s.ffn || !s.gu_stride.is_multiple_of(4) {
             return Err(shape(
                 format!("{k}: gate/up row stride"),
@@ -91,11 +104,24 @@ impl SwigluQuantPlan {
             ));
         }
         let config = (s.n_rows > 0).then_some(LaunchConfig {
+            grid_dim: (
+                (s.n_rows.div_ceil(SWIGLU_QUANT_ROWS) * s.out_chunks()) as u32,
+                1,
+                1,
+            ),
+            block_dim: (SWIGLU_QUANT_THREADS as u32, 1, 1),
+            shared_mem_bytes: 0,
+        });
+        let two_kernel = (s.n_rows > 0).then_some(LaunchConfig {
             grid_dim: (s.n_rows as u32, 1, 1),
             block_dim: (32 * quant_block_warps(s.ffn) as u32, 1, 1),
             shared_mem_bytes: 0,
         });
-        Ok(SwigluQuantPlan { shape: *s, config })
+        Ok(SwigluQuantPlan {
+            shape: *s,
+            config,
+            two_kernel,
+        })
     }
 
     fn check_buffers(&self, gu: &CudaSlice<f32>, out: &CudaSlice<u8>) -> Result<()> {
@@ -173,7 +199,7 @@ impl SwigluQuantPlan {
                 want: self.h_len(),
             });
         }
-        let Some(cfg) = self.config else {
+        let Some(cfg) = self.two_kernel else {
             return Ok(());
         };
         let s = &self.shape;
@@ -202,7 +228,7 @@ impl SwigluQuantPlan {
             n_cols: s.n_cols as u32,
         });
         // SAFETY: h is n_rows rows of ffn f32, out was checked for padded_k(ffn)/128 * n_cols
-        // blocks; the grid is the same as the fused kernel's.
+        // blocks; the grid is the same as moe_swiglu_f32's.
         unsafe {
             gpu.stream
                 .launch_builder(&gpu.kernels.moe_quantize_q8_1)
@@ -222,12 +248,23 @@ mod tests {
     fn plan_checks_shapes() {
         let ok = SwigluQuantShape::dense(37, 640, false);
         let p = SwigluQuantPlan::new(&ok, 42).unwrap();
-        assert_eq!(p.config.unwrap().grid_dim, (37, 1, 1));
-        // One warp per 128-value data chunk, at most 8: 5 for n_ff 640.
-        assert_eq!(p.config.unwrap().block_dim, (160, 1, 1));
+        // 16 rows a CTA, a CTA per chunk: 3 x 8 (padded), 3 x 5 (the layer's H).
+        assert_eq!(p.config.unwrap().grid_dim, (24, 1, 1));
+        let layer = SwigluQuantPlan::new(&SwigluQuantShape::layer(37, 640), 42).unwrap();
+        assert_eq!(layer.config.unwrap().grid_dim, (15, 1, 1));
+        // 2^31 - 1 rows of 40 chunks: more CTAs than a grid's x dimension takes (2^27 of 5
+        // chunks do not).
+        assert!(SwigluQuantPlan::new(&SwigluQuantShape::layer(MAX_GRID_X, 640), 42).is_ok());
+        let many = SwigluQuantShape::layer(MAX_GRID_X, 8 * 640);
+        let e = SwigluQuantPlan::new(&many, 42).unwrap_err().to_string();
+        assert!(e.contains("CTAs of 16 rows"), "{e}");
+        assert_eq!(p.two_kernel.unwrap().grid_dim, (37, 1, 1));
+        assert_eq!(p.config.unwrap().block_dim, (256, 1, 1));
+        // Two-kernel form: one warp per 128-value data chunk, at most 8: 5 for n_ff 640.
+        assert_eq!(p.two_kernel.unwrap().block_dim, (160, 1, 1));
         for (ffn, threads) in [(128, 32), (1024, 256), (2048, 256)] {
             let p = SwigluQuantPlan::new(&SwigluQuantShape::dense(3, ffn, true), 42).unwrap();
-            assert_eq!(p.config.unwrap().block_dim.0, threads, "{ffn}");
+            assert_eq!(p.two_kernel.unwrap().block_dim.0, threads, "{ffn}");
         }
         assert_eq!(ok.out_blocks(), 8 * 37);
         // The layer's H: the 5 data chunks of 640 values, no padding chunks.
