@@ -70,13 +70,11 @@ pub fn quantize_group_x8(h: [f32; 8], masks: [u32; 2]) -> ([u32; 2], f32) {
             q[i] = q8_1_quant_finite(h[i], d_inv);
         });
     }
-    let pack = |a: i32, b: i32, c: i32, d: i32| {
-        let lo = prmt(a as u32, b as u32, 0x0040);
-        let hi = prmt(c as u32, d as u32, 0x0040);
-        prmt(lo, hi, 0x5410)
-    };
     (
-        [pack(q[0], q[1], q[2], q[3]), pack(q[4], q[5], q[6], q[7])],
+        [
+            pack_x4([q[0], q[1], q[2], q[3]]),
+            pack_x4([q[4], q[5], q[6], q[7]]),
+        ],
         q8_1_scale(d_inv),
     )
 }
@@ -89,9 +87,36 @@ pub fn quantize_group_x8(h: [f32; 8], masks: [u32; 2]) -> ([u32; 2], f32) {
 #[inline(always)]
 pub fn quantize_x4(h: [f32; 4]) -> (u32, f32) {
     let (q, d) = quantize_group_x4(h, [1, 2, 4]);
+    (pack_x4(q), d)
+}
+
+/// Four int8 values (as i32, in -127..=127) packed into a u32, the first in the lowest byte.
+#[inline(always)]
+fn pack_x4(q: [i32; 4]) -> u32 {
     let lo = prmt(q[0] as u32, q[1] as u32, 0x0040);
     let hi = prmt(q[2] as u32, q[3] as u32, 0x0040);
-    (prmt(lo, hi, 0x5410), d)
+    prmt(lo, hi, 0x5410)
+}
+
+/// The D4 block of row `row` holding K position `k0` in the buffer `out` of `n_cols` rows, and
+/// `k0`'s position inside it.
+///
+/// # Safety
+/// `out` must hold at least `(k0 / 128 + 1) * n_cols` blocks, row < n_cols.
+#[inline(always)]
+unsafe fn lane_block(
+    out: *mut BlockQ8_1Mmq,
+    n_cols: u32,
+    row: u32,
+    k0: u32,
+) -> (*mut BlockQ8_1Mmq, usize) {
+    let kc = (k0 / MMQ_BLOCK_VALUES as u32) as usize;
+    let within = (k0 % MMQ_BLOCK_VALUES as u32) as usize;
+    // SAFETY: the caller guarantees the block index is inside `out`.
+    (
+        unsafe { out.add(kc * n_cols as usize + row as usize) },
+        within,
+    )
 }
 
 /// Stores a lane's quantized values (from [`quantize_x4`]) of row `row`, K positions
@@ -102,12 +127,10 @@ pub fn quantize_x4(h: [f32; 4]) -> (u32, f32) {
 /// `out` must hold at least `(k0 / 128 + 1) * n_cols` blocks, row < n_cols.
 #[inline(always)]
 pub unsafe fn store_x4(out: *mut BlockQ8_1Mmq, n_cols: u32, row: u32, k0: u32, q: u32, d: f32) {
-    let kc = (k0 / MMQ_BLOCK_VALUES as u32) as usize;
-    let within = (k0 % MMQ_BLOCK_VALUES as u32) as usize;
     // SAFETY: the caller guarantees the block index is inside `out`; `within` < 128 and is a
     // multiple of 4, so both stores are aligned and inside the block.
     unsafe {
-        let blk = out.add(kc * n_cols as usize + row as usize);
+        let (blk, within) = lane_block(out, n_cols, row, k0);
         let qs = core::ptr::addr_of_mut!((*blk).qs) as *mut i8;
         st_u32(qs.add(within) as *mut u32, q);
         if within % 32 == 0 {
@@ -133,13 +156,11 @@ pub unsafe fn store_x8(
     q: [u32; 2],
     d: f32,
 ) {
-    let kc = (k0 / MMQ_BLOCK_VALUES as u32) as usize;
-    let within = (k0 % MMQ_BLOCK_VALUES as u32) as usize;
     // SAFETY: the caller guarantees the block index is inside `out`; `within` < 128 is a
     // multiple of 8 and the values start 16 bytes into a 144-byte block, so the 8-byte store is
     // aligned and inside the block, as is the scale's.
     unsafe {
-        let blk = out.add(kc * n_cols as usize + row as usize);
+        let (blk, within) = lane_block(out, n_cols, row, k0);
         let qs = core::ptr::addr_of_mut!((*blk).qs) as *mut i8;
         st_v2_u32(qs.add(within) as *mut u32, q);
         if within % 32 == 0 {

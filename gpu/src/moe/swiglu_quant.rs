@@ -154,7 +154,7 @@ unsafe fn swiglu_quant_rows<const INTERLEAVED: bool>(p: &SwigluQuantParams) {
     // Lanes 4i .. 4i + 3 of a half warp form group i: shuffle masks 1, 2.
     let (q, d) = quantize_group_x8(h, [1, 2]);
     if live {
-        // SAFETY: out holds out_chunks chunks of n_cols blocks, chunk ctaid.y < out_chunks, row <
+        // SAFETY: out holds out_chunks chunks of n_cols blocks, chunk kc < out_chunks, row <
         // n_rows <= n_cols.
         unsafe { store_x8(p.out as *mut BlockQ8_1Mmq, p.n_cols, row, k0, q, d) };
     }

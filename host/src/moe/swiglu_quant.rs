@@ -62,7 +62,9 @@ impl SwigluQuantPlan {
                 "at most 16,777,216 supported",
             ));
         }
-        if s.n_rows.div_ceil(SWIGLU_QUANT_ROWS) * s.out_chunks() > MAX_GRID_X {
+        // The fused kernel's CTAs: a chunk of SWIGLU_QUANT_ROWS rows each.
+        let ctas = s.n_rows.div_ceil(SWIGLU_QUANT_ROWS) * s.out_chunks();
+        if ctas > MAX_GRID_X {
             return Err(shape(
                 format!("{k}: rows"),
                 s.n_rows,
@@ -104,11 +106,7 @@ impl SwigluQuantPlan {
             ));
         }
         let config = (s.n_rows > 0).then_some(LaunchConfig {
-            grid_dim: (
-                (s.n_rows.div_ceil(SWIGLU_QUANT_ROWS) * s.out_chunks()) as u32,
-                1,
-                1,
-            ),
+            grid_dim: (ctas as u32, 1, 1),
             block_dim: (SWIGLU_QUANT_THREADS as u32, 1, 1),
             shared_mem_bytes: 0,
         });
