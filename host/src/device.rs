@@ -12,10 +12,12 @@ use crate::error::{DriverOp, Error, Result};
 use crate::ptx;
 
 mod kernels;
+mod side;
 pub use kernels::{
     FORMAT_KERNELS, FormatKernels, Kernels, MMA_KERNELS, format_kernel_names, kernel_names,
     kernel_names_in,
 };
+pub use side::{Side, SideJoin};
 
 /// Facts about the device, for plans (limits) and reports.
 #[derive(Clone, Debug)]
@@ -70,10 +72,12 @@ pub const MAX_GRID_X: usize = i32::MAX as usize;
 /// scatter's four) otherwise wait about 11 us for their launches.
 pub const QUEUE_HOLD_US: u32 = 300;
 
-/// An open GPU: context, one stream, the loaded module.
+/// An open GPU: context, the main stream and a side stream, the loaded module.
 pub struct Gpu {
     pub ctx: Arc<CudaContext>,
     pub stream: Arc<CudaStream>,
+    /// Work beside the main stream, ordered against it by events (device/side.rs).
+    pub side: Side,
     pub kernels: Kernels,
     pub info: DeviceInfo,
 }
@@ -134,8 +138,10 @@ impl Gpu {
             return Err(Error::NoGpu("the CUDA driver reports 0 devices".into()));
         }
         let ctx = CudaContext::new(0).op("cuCtx (device 0)")?;
-        // One stream, ordered by construction: no per-buffer event tracking needed.
-        // SAFETY: every buffer of this program is used on `stream` only.
+        // The main stream, ordered by construction, and a side stream ordered against it by
+        // explicit events (device/side.rs): no per-buffer event tracking needed.
+        // SAFETY: every buffer of this program is used on `stream`, or on `side` between a
+        // fork and a join of the main stream.
         unsafe { ctx.disable_event_tracking() };
         let attr = |a| ctx.attribute(a).op("cuDeviceGetAttribute");
         let (major, minor) = ctx.compute_capability().op("compute capability")?;
@@ -198,10 +204,17 @@ impl Gpu {
                 v
             },
         };
-        let stream = ctx.default_stream();
+        // The main stream at the greatest priority, the side stream at the least (device/side.rs).
+        let (least, greatest) = cudarc::driver::result::stream::get_priority_range()
+            .op("cuCtxGetStreamPriorityRange")?;
+        let stream = ctx
+            .new_stream_with_priority(greatest)
+            .op("cuStreamCreateWithPriority (main stream)")?;
+        let side = Side::new(&ctx, least)?;
         Ok(Gpu {
             ctx,
             stream,
+            side,
             kernels,
             info,
         })

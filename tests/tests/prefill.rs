@@ -45,7 +45,10 @@ fn small_layer_all_pairs() {
             let mut pfs = pipelines(&gpu, &s, 4113 + 7);
             // The scatter writes the rows from its quantizer up to 2,048 rows here, and gathers
             // them from its token buffer at T = 4113 (16,452 rows).
-            assert!(!host::moe::scatter::gathers(512 * 4) && host::moe::scatter::gathers(4113 * 4));
+            assert!(
+                !host::moe::scatter::gather_rule(512 * 4)
+                    && host::moe::scatter::gather_rule(4113 * 4)
+            );
             for pop in [Popularity::Uniform, Popularity::Skewed { sigma: 1.0 }] {
                 for t in [1, 37, 512, 4113] {
                     let r = synth::routing(t, s.n_experts, s.top_k, pop, sd ^ t as u64);

@@ -1,5 +1,6 @@
 //! Scatter: the expert-sorted row order of a routing and the q8_1 activations placed in it.
-//! Five kernels, in order (launcher: host/src/moe/scatter.rs):
+//! Five kernels (launcher: host/src/moe/scatter.rs, which runs 4 and 5 on a second stream beside
+//! 1-3 where 4 writes the token buffer), in order:
 //! 1. `moe_scatter_count`: CTA per chunk of 256 tokens (`SCATTER_CHUNK`), 256 threads; counts
 //!    the chunk's rows per expert in shared memory (`4 * n_experts` bytes) ->
 //!    `chunk_counts[chunk][e]`.

@@ -127,7 +127,7 @@ impl Prefill {
             )?,
             // (Only a run of as many rows as the gather takes uses it.)
             xt: gpu.alloc_filled(
-                if scatter::gathers(rows) {
+                if scatter::gathers(rows)? {
                     scatter::token_blocks_bytes(cap_tokens, shape.hidden)
                 } else {
                     16
@@ -286,12 +286,19 @@ impl Prefill {
         };
         // SAFETY: every buffer was allocated for cap_tokens >= n_tokens with the sizes
         // ScatterParams describes; ids come from moe_route or a checked routing.
-        unsafe { scatter::launch(gpu, sp)? };
+        // Where the scatter gathers, its quantizer and gather run on the side stream: joined
+        // before the stage's event where stages are timed, else after the tile list, which
+        // then runs beside the gather.
+        let mut side = unsafe { scatter::launch(gpu, sp)? };
+        if self.stage_events {
+            side.join()?;
+        }
         self.record(gpu, 2)?;
         // 3. tiles: the path's work list (on the device, or from the bounds read back).
         let mut bounds = Bounds::new(&self.bounds, n_rows);
         self.plan.prepare(gpu, &mut bounds)?;
         self.read_back = bounds.read_back();
+        side.join()?;
         self.record(gpu, 3)?;
         // 4. the expert path, between the scatter and the combine.
         let io = ExpertIo {

@@ -2,7 +2,7 @@
 //! gather.
 //! CPU twin: host/src/reference/scatter.rs.
 
-use cudarc::driver::{LaunchConfig, PushKernelArg};
+use cudarc::driver::{CudaStream, LaunchConfig, PushKernelArg};
 use gpu::layout::{
     CTA_SCAN_SMEM, MAX_EXPERTS, MMQ_BLOCK_VALUES, Q8_1_MMQ_BYTES, Q8_1_MMQ_PIECES,
     QUANT_BLOCK_THREADS, SCATTER_CHUNK, SCATTER_COUNT_THREADS, SCATTER_GATHER_MIN_ROWS,
@@ -10,8 +10,8 @@ use gpu::layout::{
     SCATTER_PLACE_TOKENS, ScatterParams, padded_k, scatter_place_smem,
 };
 
-use crate::device::{Gpu, KArg, MAX_GRID_X};
-use crate::error::{DriverOp, Result, shape};
+use crate::device::{Gpu, KArg, MAX_GRID_X, SideJoin};
+use crate::error::{DriverOp, Error, Result, shape};
 
 /// Checks the scatter kernels' limits.
 pub fn check(n_tokens: usize, top_k: usize, n_experts: usize, hidden: usize) -> Result<()> {
@@ -54,21 +54,43 @@ pub fn token_blocks_bytes(n_tokens: usize, hidden: usize) -> usize {
     padded_k(hidden) / MMQ_BLOCK_VALUES * n_tokens * Q8_1_MMQ_BYTES
 }
 
+/// Environment variable that overrides where the rows are gathered from a token buffer:
+/// `auto` (the default: [`SCATTER_GATHER_MIN_ROWS`] rows and more), `always` or `never`. All
+/// give the same bytes.
+pub const GATHER_VAR: &str = "MOE_SCATTER_GATHER";
+
 /// Whether a run of `n_rows` rows quantizes into the token buffer and gathers the rows from it
-/// (`ScatterParams::xt` set: `gpu::layout::SCATTER_GATHER_MIN_ROWS`).
-pub fn gathers(n_rows: usize) -> bool {
+/// (`ScatterParams::xt` set: `gpu::layout::SCATTER_GATHER_MIN_ROWS`, or [`GATHER_VAR`]).
+pub fn gathers(n_rows: usize) -> Result<bool> {
+    match std::env::var(GATHER_VAR).as_deref() {
+        Err(_) | Ok("auto") => Ok(gather_rule(n_rows)),
+        Ok("always") => Ok(true),
+        Ok("never") => Ok(false),
+        Ok(v) => Err(Error::Unsupported(format!(
+            "unknown {GATHER_VAR} `{v}` (expected auto, always or never)"
+        ))),
+    }
+}
+
+/// The default rule of [`gathers`]: from [`SCATTER_GATHER_MIN_ROWS`] rows.
+pub fn gather_rule(n_rows: usize) -> bool {
     n_rows >= SCATTER_GATHER_MIN_ROWS
 }
 
-/// Queues the scatter kernels: count, offsets, place, quantize, and, where the run [`gathers`],
-/// the gather (else `p.xt` is cleared and the quantizer writes the rows). `p` holds the device
-/// addresses of every buffer; the caller (moe::prefill) sized them for `n_tokens`.
+/// Queues the scatter kernels: count, offsets, place and quantize, and where the run
+/// [`gathers`], the gather (else `p.xt` is cleared and the quantizer writes the rows). `p` holds
+/// the device addresses of every buffer; the caller (moe::prefill) sized them for `n_tokens`.
+///
+/// Where the run gathers, the quantizer reads only `x` and writes only `xt`: it runs on the side
+/// stream (`Gpu::side`) beside count, offsets and place, and the gather follows it there once
+/// place is done. The returned [`SideJoin`] must be joined before anything reads `xq`; the main
+/// stream may queue other work before it joins (the tile list, which reads only the bounds).
 ///
 /// # Safety
 /// Every pointer in `p` must be a live device buffer of the size `gpu::layout::ScatterParams`
 /// describes for `p.n_tokens`, `p.top_k`, `p.n_experts`, `p.hidden` (`xt` only where the run
 /// gathers); ids valid (below n_experts, distinct per token).
-pub unsafe fn launch(gpu: &Gpu, mut p: ScatterParams) -> Result<()> {
+pub unsafe fn launch(gpu: &Gpu, mut p: ScatterParams) -> Result<SideJoin<'_>> {
     check(
         p.n_tokens as usize,
         p.top_k as usize,
@@ -76,7 +98,7 @@ pub unsafe fn launch(gpu: &Gpu, mut p: ScatterParams) -> Result<()> {
         p.hidden as usize,
     )?;
     let n_rows = p.n_tokens as usize * p.top_k as usize;
-    let gather = gathers(n_rows);
+    let gather = gathers(n_rows)?;
     if !gather {
         p.xt = 0;
     }
@@ -99,7 +121,7 @@ pub unsafe fn launch(gpu: &Gpu, mut p: ScatterParams) -> Result<()> {
                 .launch(cfg)
         }
         .op("launch moe_scatter_offsets")?;
-        return Ok(());
+        return Ok(SideJoin::none());
     }
     let cfg = |grid: (u32, u32, u32), threads: u32, smem: u32| LaunchConfig {
         grid_dim: grid,
@@ -109,6 +131,23 @@ pub unsafe fn launch(gpu: &Gpu, mut p: ScatterParams) -> Result<()> {
     let n_kc = (padded_k(p.hidden as usize) / MMQ_BLOCK_VALUES) as u32;
     let pieces = n_rows * Q8_1_MMQ_PIECES;
     let gather_ctas = pieces.div_ceil(SCATTER_GATHER_THREADS * SCATTER_GATHER_PIECES) as u32;
+    let quantize = |st: &CudaStream| {
+        // SAFETY: buffers sized by the caller per ScatterParams; a CTA per token. With `xt` it
+        // reads `x` only and writes `xt` only.
+        unsafe {
+            st.launch_builder(&k.moe_scatter_quantize)
+                .arg(&arg)
+                .launch(cfg((p.n_tokens, 1, 1), QUANT_BLOCK_THREADS as u32, 0))
+        }
+        .op("launch moe_scatter_quantize")
+    };
+    let side = if gather {
+        let side = gpu.side.fork(s)?;
+        quantize(&gpu.side.stream)?;
+        side
+    } else {
+        SideJoin::none()
+    };
     // SAFETY (every launch): buffers sized by the caller per ScatterParams; grids as the kernels'
     // docs require.
     unsafe {
@@ -140,22 +179,27 @@ pub unsafe fn launch(gpu: &Gpu, mut p: ScatterParams) -> Result<()> {
                 scatter_place_smem(p.n_experts as usize, p.top_k as usize) as u32,
             ))
             .op("launch moe_scatter_place")?;
-        s.launch_builder(&k.moe_scatter_quantize)
-            .arg(&arg)
-            .launch(cfg((p.n_tokens, 1, 1), QUANT_BLOCK_THREADS as u32, 0))
-            .op("launch moe_scatter_quantize")?;
-        if gather {
-            s.launch_builder(&k.moe_scatter_gather)
-                .arg(&arg)
-                .launch(cfg(
-                    (gather_ctas, n_kc, 1),
-                    SCATTER_GATHER_THREADS as u32,
-                    0,
-                ))
-                .op("launch moe_scatter_gather")?;
-        }
     }
-    Ok(())
+    if !gather {
+        quantize(s)?;
+        return Ok(side);
+    }
+    // The gather reads place's row_token and the quantizer's xt.
+    side.side_waits_main()?;
+    // SAFETY: as above; both of its inputs are ordered before it on the side stream.
+    unsafe {
+        gpu.side
+            .stream
+            .launch_builder(&k.moe_scatter_gather)
+            .arg(&arg)
+            .launch(cfg(
+                (gather_ctas, n_kc, 1),
+                SCATTER_GATHER_THREADS as u32,
+                0,
+            ))
+    }
+    .op("launch moe_scatter_gather")?;
+    Ok(side)
 }
 
 #[cfg(test)]
@@ -176,7 +220,7 @@ mod tests {
         let e = check(max_rows + 1, 1, 512, 2560).unwrap_err().to_string();
         assert!(e.contains("rows"), "{e}");
         // The reference shape gathers from T = 1,639 (16,390 rows).
-        assert!(!gathers(1638 * 10) && gathers(1639 * 10));
+        assert!(!gather_rule(1638 * 10) && gather_rule(1639 * 10));
         assert_eq!(token_blocks_bytes(512, 2560), 20 * 512 * 144);
         // Rows padded to 512 values (ggml's MATRIX_ROW_PADDING): 4 blocks.
         assert_eq!(token_blocks_bytes(3, 100), 3 * 4 * 144);
