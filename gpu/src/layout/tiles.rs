@@ -136,8 +136,11 @@ pub const SCATTER_GATHER_PIECES: usize = 4;
 /// Rows (tokens x top-k) from which the scatter quantizes each token into a token buffer and
 /// gathers the rows from it (`moe_scatter_gather`) instead of writing every row from the
 /// quantizer. Measured on the H200 (BENCHMARKS.md, reference shape): scatter 0.336 -> 0.238
-/// ms at 163,840 rows, 0.0565 -> 0.055 at 20,480, 0.033 -> 0.037 at 5,120.
-pub const SCATTER_GATHER_MIN_ROWS: usize = 16_384;
+/// ms at 163,840 rows, 0.0565 -> 0.055 at 20,480, 0.033 -> 0.037 at 5,120 with the five kernels
+/// in one stream; with the quantizer and the gather on a stream of their own beside the row
+/// order (host/src/moe/scatter.rs) the bare layer -0.003 ms at 5,120 rows and -0.009 at 10,240.
+/// (The small-layer tests, top-4, keep the direct writes up to T = 512.)
+pub const SCATTER_GATHER_MIN_ROWS: usize = 4_096;
 /// Shared memory of a CTA prefix sum (`moe_scatter_offsets`, `moe_expert_tiles`): one u32 per
 /// warp of up to 1,024 threads.
 pub const CTA_SCAN_SMEM: usize = 4 * 32;

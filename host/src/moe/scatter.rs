@@ -219,8 +219,8 @@ mod tests {
         assert!(check(max_rows, 1, 512, 2560).is_ok());
         let e = check(max_rows + 1, 1, 512, 2560).unwrap_err().to_string();
         assert!(e.contains("rows"), "{e}");
-        // The reference shape gathers from T = 1,639 (16,390 rows).
-        assert!(!gather_rule(1638 * 10) && gather_rule(1639 * 10));
+        // The reference shape gathers from T = 410 (4,100 rows).
+        assert!(!gather_rule(409 * 10) && gather_rule(410 * 10));
         assert_eq!(token_blocks_bytes(512, 2560), 20 * 512 * 144);
         // Rows padded to 512 values (ggml's MATRIX_ROW_PADDING): 4 blocks.
         assert_eq!(token_blocks_bytes(3, 100), 3 * 4 * 144);
