@@ -62,11 +62,16 @@ pub const GATHER_VAR: &str = "MOE_SCATTER_GATHER";
 /// Whether a run of `n_rows` rows quantizes into the token buffer and gathers the rows from it
 /// (`ScatterParams::xt` set: `gpu::layout::SCATTER_GATHER_MIN_ROWS`, or [`GATHER_VAR`]).
 pub fn gathers(n_rows: usize) -> Result<bool> {
-    match std::env::var(GATHER_VAR).as_deref() {
-        Err(_) | Ok("auto") => Ok(gather_rule(n_rows)),
-        Ok("always") => Ok(true),
-        Ok("never") => Ok(false),
-        Ok(v) => Err(Error::Unsupported(format!(
+    gathers_with(std::env::var(GATHER_VAR).ok().as_deref(), n_rows)
+}
+
+/// [`gathers`] for a [`GATHER_VAR`] value (`None`: unset).
+pub fn gathers_with(v: Option<&str>, n_rows: usize) -> Result<bool> {
+    match v {
+        None | Some("auto") => Ok(gather_rule(n_rows)),
+        Some("always") => Ok(true),
+        Some("never") => Ok(false),
+        Some(v) => Err(Error::Unsupported(format!(
             "unknown {GATHER_VAR} `{v}` (expected auto, always or never)"
         ))),
     }
@@ -221,6 +226,14 @@ mod tests {
         assert!(e.contains("rows"), "{e}");
         // The reference shape gathers from T = 410 (4,100 rows).
         assert!(!gather_rule(409 * 10) && gather_rule(410 * 10));
+        for n in [0, 4095, 4096, 163_840] {
+            assert_eq!(gathers_with(None, n).unwrap(), gather_rule(n));
+            assert_eq!(gathers_with(Some("auto"), n).unwrap(), gather_rule(n));
+            assert!(gathers_with(Some("always"), n).unwrap());
+            assert!(!gathers_with(Some("never"), n).unwrap());
+        }
+        let e = gathers_with(Some("sometimes"), 1).unwrap_err().to_string();
+        assert!(e.contains(GATHER_VAR) && e.contains("sometimes"), "{e}");
         assert_eq!(token_blocks_bytes(512, 2560), 20 * 512 * 144);
         // Rows padded to 512 values (ggml's MATRIX_ROW_PADDING): 4 blocks.
         assert_eq!(token_blocks_bytes(3, 100), 3 * 4 * 144);
