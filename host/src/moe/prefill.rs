@@ -17,6 +17,7 @@ use crate::error::{DriverOp, Error, Result, shape};
 use crate::moe::expert::{Bounds, ExpertIo, ExpertPlan};
 use crate::moe::layer::DeviceLayer;
 use crate::moe::path::{self, ExpertPath, PathChoice};
+use crate::moe::scatter::GatherAt;
 use crate::moe::{combine, route, scatter};
 use crate::problem::{MoeShape, RouteRule as Rule, Routing};
 
@@ -64,6 +65,8 @@ pub struct Prefill {
     /// Whether runs record an event between stages (else only at the start and the end: the
     /// layer's time without the events between its stages, `StageTimes` then has no stages).
     stage_events: bool,
+    /// Where the scatter gathers its rows (`MOE_SCATTER_GATHER`, read once: `xt` is sized by it).
+    gather_at: GatherAt,
 }
 
 /// Records `ev` on the stream where `on`.
@@ -103,6 +106,7 @@ impl Prefill {
         scatter::check(cap_tokens, shape.top_k, shape.n_experts, shape.hidden)?;
         combine::check(cap_tokens, shape.hidden)?;
         let rows = (cap_tokens * shape.top_k).max(1);
+        let gather_at = GatherAt::from_env()?;
         let p = 0xa5;
         let ev = || {
             gpu.ctx
@@ -127,7 +131,7 @@ impl Prefill {
             )?,
             // (Only a run of as many rows as the gather takes uses it.)
             xt: gpu.alloc_filled(
-                if scatter::gathers(rows)? {
+                if gather_at.gathers(rows) {
                     scatter::token_blocks_bytes(cap_tokens, shape.hidden)
                 } else {
                     16
@@ -143,6 +147,7 @@ impl Prefill {
             uploaded: None,
             read_back: false,
             stage_events: true,
+            gather_at,
         })
     }
 
@@ -289,7 +294,7 @@ impl Prefill {
         // Where the scatter gathers, its quantizer and gather run on the side stream: joined
         // before the stage's event where stages are timed, else after the tile list, which
         // then runs beside the gather.
-        let mut side = unsafe { scatter::launch(gpu, sp)? };
+        let mut side = unsafe { scatter::launch(gpu, sp, self.gather_at)? };
         if self.stage_events {
             side.join()?;
         }

@@ -59,31 +59,54 @@ pub fn token_blocks_bytes(n_tokens: usize, hidden: usize) -> usize {
 /// give the same bytes.
 pub const GATHER_VAR: &str = "MOE_SCATTER_GATHER";
 
-/// Whether a run of `n_rows` rows quantizes into the token buffer and gathers the rows from it
-/// (`ScatterParams::xt` set: `gpu::layout::SCATTER_GATHER_MIN_ROWS`, or [`GATHER_VAR`]).
-pub fn gathers(n_rows: usize) -> Result<bool> {
-    gathers_with(std::env::var(GATHER_VAR).ok().as_deref(), n_rows)
+/// Where the rows are gathered from a token buffer ([`GATHER_VAR`]), read once per pipeline so
+/// that its token buffer's size and every run agree.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum GatherAt {
+    /// From [`SCATTER_GATHER_MIN_ROWS`] rows ([`gather_rule`]).
+    #[default]
+    Auto,
+    Always,
+    Never,
 }
 
-/// [`gathers`] for a [`GATHER_VAR`] value (`None`: unset).
-pub fn gathers_with(v: Option<&str>, n_rows: usize) -> Result<bool> {
-    match v {
-        None | Some("auto") => Ok(gather_rule(n_rows)),
-        Some("always") => Ok(true),
-        Some("never") => Ok(false),
-        Some(v) => Err(Error::Unsupported(format!(
-            "unknown {GATHER_VAR} `{v}` (expected auto, always or never)"
-        ))),
+impl GatherAt {
+    /// From `MOE_SCATTER_GATHER` (unset: `Auto`); an unknown value is an error.
+    pub fn from_env() -> Result<GatherAt> {
+        Self::parse(std::env::var(GATHER_VAR).ok().as_deref())
+    }
+
+    /// From a [`GATHER_VAR`] value (`None`: unset).
+    pub fn parse(v: Option<&str>) -> Result<GatherAt> {
+        match v {
+            None | Some("auto") => Ok(GatherAt::Auto),
+            Some("always") => Ok(GatherAt::Always),
+            Some("never") => Ok(GatherAt::Never),
+            Some(v) => Err(Error::Unsupported(format!(
+                "unknown {GATHER_VAR} `{v}` (expected auto, always or never)"
+            ))),
+        }
+    }
+
+    /// Whether a run of `n_rows` rows quantizes into the token buffer and gathers the rows from
+    /// it (`ScatterParams::xt` set). Monotone in `n_rows`: a pipeline sized for its largest run
+    /// has the token buffer of every run that gathers.
+    pub fn gathers(self, n_rows: usize) -> bool {
+        match self {
+            GatherAt::Auto => gather_rule(n_rows),
+            GatherAt::Always => true,
+            GatherAt::Never => false,
+        }
     }
 }
 
-/// The default rule of [`gathers`]: from [`SCATTER_GATHER_MIN_ROWS`] rows.
+/// `GatherAt::Auto`'s rule: from [`SCATTER_GATHER_MIN_ROWS`] rows.
 pub fn gather_rule(n_rows: usize) -> bool {
     n_rows >= SCATTER_GATHER_MIN_ROWS
 }
 
-/// Queues the scatter kernels: count, offsets, place and quantize, and where the run
-/// [`gathers`], the gather (else `p.xt` is cleared and the quantizer writes the rows). `p` holds
+/// Queues the scatter kernels: count, offsets, place and quantize, and where `gather_at`
+/// [gathers](GatherAt::gathers) at this run's rows, the gather (else `p.xt` is cleared and the quantizer writes the rows). `p` holds
 /// the device addresses of every buffer; the caller (moe::prefill) sized them for `n_tokens`.
 ///
 /// Where the run gathers, the quantizer reads only `x` and writes only `xt`: it runs on the side
@@ -95,7 +118,7 @@ pub fn gather_rule(n_rows: usize) -> bool {
 /// Every pointer in `p` must be a live device buffer of the size `gpu::layout::ScatterParams`
 /// describes for `p.n_tokens`, `p.top_k`, `p.n_experts`, `p.hidden` (`xt` only where the run
 /// gathers); ids valid (below n_experts, distinct per token).
-pub unsafe fn launch(gpu: &Gpu, mut p: ScatterParams) -> Result<SideJoin<'_>> {
+pub unsafe fn launch(gpu: &Gpu, mut p: ScatterParams, gather_at: GatherAt) -> Result<SideJoin<'_>> {
     check(
         p.n_tokens as usize,
         p.top_k as usize,
@@ -103,7 +126,7 @@ pub unsafe fn launch(gpu: &Gpu, mut p: ScatterParams) -> Result<SideJoin<'_>> {
         p.hidden as usize,
     )?;
     let n_rows = p.n_tokens as usize * p.top_k as usize;
-    let gather = gathers(n_rows)?;
+    let gather = gather_at.gathers(n_rows);
     if !gather {
         p.xt = 0;
     }
@@ -227,12 +250,14 @@ mod tests {
         // The reference shape gathers from T = 410 (4,100 rows).
         assert!(!gather_rule(409 * 10) && gather_rule(410 * 10));
         for n in [0, 4095, 4096, 163_840] {
-            assert_eq!(gathers_with(None, n).unwrap(), gather_rule(n));
-            assert_eq!(gathers_with(Some("auto"), n).unwrap(), gather_rule(n));
-            assert!(gathers_with(Some("always"), n).unwrap());
-            assert!(!gathers_with(Some("never"), n).unwrap());
+            for v in [None, Some("auto")] {
+                assert_eq!(GatherAt::parse(v).unwrap().gathers(n), gather_rule(n));
+            }
+            assert!(GatherAt::parse(Some("always")).unwrap().gathers(n));
+            assert!(!GatherAt::parse(Some("never")).unwrap().gathers(n));
         }
-        let e = gathers_with(Some("sometimes"), 1).unwrap_err().to_string();
+        assert_eq!(GatherAt::default(), GatherAt::Auto);
+        let e = GatherAt::parse(Some("sometimes")).unwrap_err().to_string();
         assert!(e.contains(GATHER_VAR) && e.contains("sometimes"), "{e}");
         assert_eq!(token_blocks_bytes(512, 2560), 20 * 512 * 144);
         // Rows padded to 512 values (ggml's MATRIX_ROW_PADDING): 4 blocks.
