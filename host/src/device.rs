@@ -13,11 +13,13 @@ use crate::ptx;
 
 mod kernels;
 mod side;
+mod tma;
 pub use kernels::{
     FORMAT_KERNELS, FormatKernels, Kernels, MMA_KERNELS, format_kernel_names, kernel_names,
     kernel_names_in,
 };
 pub use side::{Side, SideJoin};
+pub use tma::{TMA_MAP_BYTES, encode as encode_tma_map};
 
 /// Facts about the device, for plans (limits) and reports.
 #[derive(Clone, Debug)]

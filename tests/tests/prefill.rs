@@ -14,6 +14,8 @@ mod reference_shape;
 mod resident;
 #[path = "prefill/tiles.rs"]
 mod tiles;
+#[path = "prefill/tma.rs"]
+mod tma;
 #[path = "prefill/ws.rs"]
 mod ws;
 

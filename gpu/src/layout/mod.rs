@@ -17,11 +17,13 @@ macro_rules! host_pod {
 mod blocks;
 mod mmq_pipe;
 mod mmq_resident;
+mod mmq_tma;
 mod params;
 mod tiles;
 
 pub use blocks::*;
 pub use mmq_pipe::*;
 pub use mmq_resident::*;
+pub use mmq_tma::*;
 pub use params::*;
 pub use tiles::*;

@@ -109,6 +109,12 @@ pub struct MmqParams {
     pub out: u64,
     /// `*const u32` or 0
     pub out_rows: u64,
+    /// The weight tensors' tensor maps (`CUtensorMap`, 128 bytes each in global memory), or 0:
+    /// [`MmqTmaMap`](crate::layout::MmqTmaMap) describes them. Where both of the rows' maps are
+    /// there (`wmap1` only where some row lies in `w1`), the 128-row and flat pipelined kernels
+    /// on sm_90 copy their raw weight stages by tensor copies; every other kernel ignores them.
+    pub wmap0: u64,
+    pub wmap1: u64,
     pub row_bytes: u32,
     pub n_split: u32,
     /// Output features; a multiple of MMQ_ROWS.
@@ -237,7 +243,7 @@ host_pod!(
 
 const _: () = assert!(size_of::<MmqTile>() == 16);
 const _: () = assert!(size_of::<ExpertTilesParams>() == 32);
-const _: () = assert!(size_of::<MmqParams>() == 88);
+const _: () = assert!(size_of::<MmqParams>() == 104);
 const _: () = assert!(size_of::<RouteParams>() == 48);
 const _: () = assert!(size_of::<ScatterParams>() == 88);
 const _: () = assert!(size_of::<CombineParams>() == 40);

@@ -74,6 +74,26 @@ pub unsafe fn bulk_copy(dst: u32, src: u64, bytes: u32, bar: u32) {
     };
 }
 
+/// `cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [dst],
+/// [map, {x, y, z}], [bar]` [9.7.9.25.5.1]: copies the box of the tensor map `map` at element
+/// coordinates (x, y, z) from global to shared `dst` in the background (elements outside the
+/// tensor read as zero) and counts the box's bytes down on `bar`.
+///
+/// # Safety
+/// `map` the generic address of a valid `CUtensorMap` in global memory, 64-byte aligned, not
+/// written during the kernel; `dst` 128-byte aligned with room for the box; the tensor not
+/// written during the kernel; `bar` an initialized barrier whose current phase expects the
+/// box's bytes (as [`bulk_copy`]).
+#[inline(always)]
+pub unsafe fn tma_load_3d(dst: u32, map: u64, x: u32, y: u32, z: u32, bar: u32) {
+    // SAFETY: the caller guarantees the map, the addresses and the barrier.
+    unsafe {
+        asm!("cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [{d}], [{m}, {{{x}, {y}, {z}}}], [{b}];",
+             d = in(reg32) dst, m = in(reg64) map, x = in(reg32) x, y = in(reg32) y,
+             z = in(reg32) z, b = in(reg32) bar, options(nostack))
+    };
+}
+
 /// Waits until the phase of `bar` with parity `parity` has completed
 /// (`mbarrier.try_wait.parity.shared::cta.b64` [9.7.13.15.16] until it succeeds); the bytes
 /// that phase counted are then visible to this thread.

@@ -303,7 +303,9 @@ pub fn max_ftz(a: f32, b: f32) -> f32 {
     r
 }
 
-core::arch::global_asm!(".extern .shared .align 16 .b8 SMEM[];");
+// The dynamic shared memory, 128-byte aligned: the tensor copies' destinations
+// (`tma_load_3d`) need 128 bytes. No kernel has static shared memory, so it starts at 0.
+core::arch::global_asm!(".extern .shared .align 128 .b8 SMEM[];");
 
 /// The 32-bit shared-window address of the dynamic shared memory array `SMEM` [5.1.5].
 #[inline(always)]

@@ -3,8 +3,9 @@
 use cudarc::driver::CudaSlice;
 
 use gpu::formats::to_device_layout;
+use gpu::layout::MmqTmaMap;
 
-use crate::device::{Gpu, dptr};
+use crate::device::{Gpu, TMA_MAP_BYTES, dptr, encode_tma_map};
 use crate::error::Result;
 use crate::formats::ExpertTensor;
 use crate::par::par_chunks_mut;
@@ -21,6 +22,10 @@ pub struct DeviceLayer {
     gate: CudaSlice<u8>,
     up: Option<CudaSlice<u8>>,
     down: CudaSlice<u8>,
+    /// The gate/up tensors' tensor maps (gpu::layout::MmqTmaMap) on an sm_90 module, 128 bytes
+    /// each: gate (or the merged tensor), then up where separate; the pipelined MMQ kernels'
+    /// tensor copies. None where the tensors have none.
+    maps: Option<CudaSlice<u64>>,
 }
 
 /// Device addresses and strides of a layer's weights, as the kernels' parameters take them.
@@ -37,6 +42,12 @@ pub struct LayerPtrs {
     pub down_row_bytes: usize,
     /// Whether gate and up are one tensor `[2 ffn]` per expert.
     pub merged: bool,
+    /// Device addresses of the tensor maps (`MmqParams::wmap0`, `wmap1`) of gate (or the
+    /// merged tensor) and up (separate tensors only), or 0 where a tensor has none: on an
+    /// sm_90 module, where `gpu::layout::MmqTmaMap::of` takes the tensors. Only the gate/up
+    /// kernels with the SwiGLU epilogue read them (gpu/src/moe/mmq/pipe/copy.rs).
+    pub gate_map: u64,
+    pub up_map: u64,
 }
 
 impl DeviceLayer {
@@ -60,12 +71,35 @@ impl DeviceLayer {
             GateUp::Separate { gate, up } => (up_tail(gate)?, Some(up_tail(up)?)),
             GateUp::Merged(t) => (up_tail(t)?, None),
         };
-        Ok(DeviceLayer {
+        let mut layer = DeviceLayer {
             shape: *shape,
             gate,
             up,
             down: up_tail(&w.down)?,
-        })
+            maps: None,
+        };
+        if gpu.info.ptx_arch >= 90 {
+            layer.encode_maps(gpu)?;
+        }
+        Ok(layer)
+    }
+
+    /// Encodes and uploads the gate/up tensors' maps where `MmqTmaMap::of` takes them.
+    fn encode_maps(&mut self, gpu: &Gpu) -> Result<()> {
+        let s = self.shape;
+        let p = self.ptrs(gpu);
+        let rows = if p.merged { 2 * s.ffn } else { s.ffn };
+        let expert = p.gu_expert_bytes as usize;
+        let Some(m) = MmqTmaMap::of(s.gate_up_type, p.gu_row_bytes, rows, s.n_experts, expert)
+        else {
+            return Ok(());
+        };
+        let mut words = encode_tma_map(p.gate, &m)?.to_vec();
+        if !p.merged {
+            words.extend_from_slice(&encode_tma_map(p.up, &m)?);
+        }
+        self.maps = Some(gpu.upload(&words)?);
+        Ok(())
     }
 
     pub fn ptrs(&self, gpu: &Gpu) -> LayerPtrs {
@@ -81,6 +115,18 @@ impl DeviceLayer {
             ),
         };
         let down_row_bytes = s.down_type.row_bytes(s.ffn);
+        let (gate_map, up_map) = match &self.maps {
+            Some(m) => {
+                let a = dptr(m, st);
+                let up = if self.up.is_some() {
+                    a + TMA_MAP_BYTES as u64
+                } else {
+                    0
+                };
+                (a, up)
+            }
+            None => (0, 0),
+        };
         LayerPtrs {
             gate,
             up,
@@ -90,6 +136,8 @@ impl DeviceLayer {
             down_expert_bytes: (s.hidden * down_row_bytes) as u64,
             down_row_bytes,
             merged: self.up.is_none(),
+            gate_map,
+            up_map,
         }
     }
 }

@@ -3,7 +3,7 @@
 
 use gpu::layout::WType;
 use host::device::Gpu;
-use host::moe::expert::mmq::{MmqChoice, MmqKernel, MmqOrder};
+use host::moe::expert::mmq::{MmqChoice, MmqKernel, MmqOrder, MmqTma};
 use host::moe::expert::split::{Product, SplitOptions, SwigluAt};
 use host::moe::expert::ws::WsOptions;
 use host::moe::layer::DeviceLayer;
@@ -121,12 +121,28 @@ pub fn pipelines(gpu: &Gpu, s: &MoeShape, cap: usize) -> Vec<Prefill> {
                 ws: WsOptions::default(),
                 mmq,
                 order,
+                tma: MmqTma::Auto,
                 swiglu,
             };
             let pf = split_pipeline(gpu, s, cap, [Product::Mmq; 2], o);
             assert!(pf.describe().contains(kernel), "{}", pf.describe());
             pfs.push(pf);
         }
+        // The pipelined kernels' weight stages by `cp.async` pieces where the pipelines above
+        // take tensor copies (an sm_90 module, strides of whole 16-byte pieces).
+        let o = SplitOptions {
+            mmq: MmqChoice::Pipelined,
+            swiglu: SwigluAt::Epilogue,
+            tma: MmqTma::Never,
+            ..SplitOptions::default()
+        };
+        let pf = split_pipeline(gpu, s, cap, [Product::Mmq; 2], o);
+        assert!(
+            pf.describe().contains("no tensor copies"),
+            "{}",
+            pf.describe()
+        );
+        pfs.push(pf);
     }
     pfs.push(Prefill::new(gpu, s, cap, PathChoice::Auto).expect("auto pipeline"));
     if host::ptx::has_mma(gpu.info.ptx_arch) {

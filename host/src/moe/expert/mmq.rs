@@ -27,8 +27,10 @@ use crate::ptx;
 
 mod choice;
 mod order;
+mod tma;
 pub use choice::{MMQ_KERNEL_VAR, MmqChoice};
 pub use order::{MMQ_ORDER_VAR, MmqOrder};
+pub use tma::{MMQ_TMA_VAR, MmqTma};
 
 /// Why the MMQ path cannot run this shape, if it cannot.
 pub fn eligible(s: &MoeShape) -> Result<()> {

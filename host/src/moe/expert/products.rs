@@ -2,7 +2,7 @@
 //! weight-stationary), fixed or per run, and the options of each family.
 
 use crate::error::{Error, Result};
-use crate::moe::expert::mmq::{self, MmqChoice, MmqOrder};
+use crate::moe::expert::mmq::{self, MmqChoice, MmqOrder, MmqTma};
 use crate::moe::expert::ws::{self, WsOptions};
 use crate::moe::path::ExpertPath;
 use crate::problem::MoeShape;
@@ -46,17 +46,19 @@ pub struct SplitOptions {
     pub ws: WsOptions,
     pub mmq: MmqChoice,
     pub order: MmqOrder,
+    pub tma: MmqTma,
     pub swiglu: SwigluAt,
 }
 
 impl SplitOptions {
     /// From the environment (`MOE_WS_FAST`, `MOE_WS_COLS`, `MOE_MMQ_KERNEL`, `MOE_MMQ_ORDER`,
-    /// `MOE_SWIGLU`).
+    /// `MOE_MMQ_TMA`, `MOE_SWIGLU`).
     pub fn from_env() -> Result<SplitOptions> {
         Ok(SplitOptions {
             ws: WsOptions::from_env(),
             mmq: MmqChoice::from_env()?,
             order: MmqOrder::from_env()?,
+            tma: MmqTma::from_env()?,
             swiglu: SwigluAt::from_env()?,
         })
     }

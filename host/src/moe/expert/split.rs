@@ -19,7 +19,7 @@ use super::{
 };
 use crate::device::Gpu;
 use crate::error::Result;
-use crate::moe::expert::mmq::{MmqKernel, MmqKernels, MmqOrder};
+use crate::moe::expert::mmq::{MmqKernel, MmqKernels, MmqOrder, MmqTma};
 use crate::moe::expert::mmq_lists::MmqLists;
 use crate::moe::expert::tiles::TileRepr;
 use crate::moe::expert::ws::{self, WsOptions};
@@ -49,6 +49,8 @@ pub struct SplitPlan {
     mmq_kernels: [MmqKernel; 2],
     /// The pipelined MMQ kernels' CTA order (`MmqParams::order`).
     mmq_order: MmqOrder,
+    /// Whether the pipelined MMQ kernels take the layer's tensor maps (`MmqParams::wmap0`).
+    mmq_tma: MmqTma,
     /// The shared memory of each product's resident form where the last launch ran it (its
     /// layout's `MmqResidentSmem::total`), else 0.
     resident_smem: [usize; 2],
@@ -118,6 +120,7 @@ impl SplitPlan {
             resident_smem: [0; 2],
             products: [first; 2],
             mmq_order: opts.order,
+            mmq_tma: opts.tma,
             swiglu: opts.swiglu,
             run_rows: rows,
             gu: gpu.alloc_filled(rows * 2 * s.ffn, 0xa5)?,
@@ -270,11 +273,15 @@ impl ExpertPlan for SplitPlan {
         };
         let [g, d] = self.products;
         let (a, b) = (one(g, 0), one(d, 1));
-        let swiglu = if self.epilogue() {
+        let mut swiglu = if self.epilogue() {
             "SwiGLU in the gate/up epilogue"
         } else {
             "SwiGLU in moe_swiglu_quant"
-        };
+        }
+        .to_string();
+        if self.mmq_tma == MmqTma::Never && self.products.contains(&Product::Mmq) {
+            swiglu += "; no tensor copies";
+        }
         if a == b {
             format!("{a} per product; {swiglu}")
         } else {

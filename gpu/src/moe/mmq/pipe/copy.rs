@@ -6,6 +6,12 @@
 //!   plain form), one commit group per K step, waited for with `cp.async.wait_group`. (A bulk
 //!   copy per row is no cheaper: `cp.async.bulk` takes uniform operands, so 32 lanes' copies
 //!   become a 32-round loop per warp.)
+//! - Weights by tensor copies (sm_90, the kernels with the SwiGLU epilogue, where the host gives
+//!   the weight tensors' maps: [`tma_here`]): the activations' thread copies the stage as
+//!   boxes of `layout::MMQ_TMA_BOX_ROWS` rows (`layout::MmqTmaMap`; gate rows, then up rows:
+//!   `Cta::tma_row`) that complete on the step's transaction barrier with its activations, in
+//!   place of the pieces: the other threads issue no copy at all. H200, Q2_0 / Q2_0 at
+//!   T = 8,192: the gate/up kernel 2.435 -> 2.308 ms (BENCHMARKS.md).
 //! - Activations on sm_90 (cfg `gpu_sm90`): the tile's columns are consecutive blocks of `x`, so
 //!   one thread copies the step's blocks in one bulk copy (`cp.async.bulk`) that completes on
 //!   the step's transaction barrier (`MmqPipeSmem::bars`, one per activation buffer, one
@@ -24,7 +30,7 @@ use crate::layout::{
     MMQ_KSTEP, MMQ_ROWS, MMQ_THREADS, MmqParams, MmqPipeShape, Q8_1_MMQ_BYTES, fused_sub_steps,
 };
 #[cfg(gpu_sm90)]
-use crate::layout::{MMQ_PIPE_BAR_ARRIVALS, MMQ_PIPE_BAR_BYTES};
+use crate::layout::{MMQ_PIPE_BAR_ARRIVALS, MMQ_PIPE_BAR_BYTES, MMQ_TMA_BOX_ROWS, MmqTmaMap};
 #[cfg(not(gpu_sm90))]
 use crate::layout::{MMQ_SMEM_ROW, Q8_1_MMQ_PIECES};
 #[cfg(gpu_sm90)]
@@ -32,6 +38,7 @@ use crate::ptx::sync_warp;
 #[cfg(gpu_sm90)]
 use crate::ptx::{
     bulk_copy, fence_mbar_init, mbar_arrive, mbar_arrive_expect_tx, mbar_init, mbar_wait,
+    tma_load_3d,
 };
 use crate::ptx::{cp_async_16, cp_async_commit, cp_async_wait, sync_threads, tid_x};
 
@@ -53,6 +60,23 @@ fn stage_len<B: WeightBlock>(p: &MmqParams, c: &Cta, j: u32) -> u32 {
         }
     }
     srb
+}
+
+/// Whether a CTA of `shape` copies its raw weight stages by tensor copies: on sm_90, in a
+/// kernel built with them (`built`: those with the SwiGLU epilogue, the gate/up product's,
+/// whose rows are whole 16-byte pieces at the reference shape), a shape with decoded tiles
+/// (wide, flat), where the host gave the maps of the product's weight tensors
+/// (`MmqParams::wmap0`, and `wmap1` where some row lies in `w1`). The kernels without the
+/// epilogue are built without them: on the H200 the flat Q2_0 kernel built with them (their
+/// test in its decode) was 6 % slower at T = 16,384 with them off and as slow with them on
+/// (BENCHMARKS.md).
+#[inline(always)]
+pub(super) fn tma_here(p: &MmqParams, shape: MmqPipeShape, built: bool) -> bool {
+    cfg!(gpu_sm90)
+        && built
+        && !shape.in_registers()
+        && p.wmap0 != 0
+        && (p.n_split >= p.n || p.wmap1 != 0)
 }
 
 /// Prepares the copies (sm_90: initializes the step barriers) and ends with a CTA barrier.
@@ -213,7 +237,7 @@ pub(super) unsafe fn issue<B: WeightBlock>(p: &MmqParams, c: &Cta, j: u32) {
     const THREADS: u32 = MMQ_THREADS as u32;
     let tid = tid_x();
     let sub = c.shape.stage_steps(B::WTYPE) as u32;
-    if j % sub == 0 {
+    if j % sub == 0 && !c.tma {
         let buf = c.raw(j, sub);
         let srb = c.shape.stage_row_bytes(B::WTYPE) as u64;
         let chunks = (c.shape.stage_window(B::WTYPE) / 16) as u32;
@@ -236,11 +260,34 @@ pub(super) unsafe fn issue<B: WeightBlock>(p: &MmqParams, c: &Cta, j: u32) {
         let b = bar(c, j % c.sm.na as u32);
         let first = j as u64 * p.n_cols_x as u64 + c.tile.col_start as u64;
         let bytes = c.tile.n_cols * Q8_1_MMQ_BYTES as u32;
+        // The stage's boxes (with tensor copies, where j starts a stage).
+        let stage = c.tma && j % sub == 0;
+        let boxes = if stage {
+            (c.shape.rows() / MMQ_TMA_BOX_ROWS) as u32
+        } else {
+            0
+        };
+        let box_bytes = MmqTmaMap::box_bytes(B::WTYPE) as u32;
+        let box_total = box_bytes * MMQ_TMA_BOX_ROWS as u32;
         // SAFETY: the tile's columns are consecutive blocks of x (144 bytes each, 16-byte
         // aligned) and fit the activation buffer (at most its shape's columns); the barrier's
-        // phase expects this thread's arrival.
+        // phase expects this thread's arrival, with the boxes' bytes and the blocks'.
         unsafe {
-            mbar_arrive_expect_tx(b, bytes);
+            mbar_arrive_expect_tx(b, bytes + boxes * box_total);
+            let (x, _) = MmqTmaMap::stage_box(B::WTYPE, j / sub);
+            for i in 0..boxes {
+                let r = c.tma_box_row(i, p.n);
+                let (map, y) = if r < p.n_split {
+                    (p.wmap0, r)
+                } else {
+                    (p.wmap1, r - p.n_split)
+                };
+                // SAFETY (with the above): the maps describe w0 and w1 (`tma_here`), the box's
+                // rows lie in one of them (their row counts multiples of the box's rows); the
+                // stage buffer holds the CTA's rows at `box_bytes` (at most its slot) apart, at
+                // a multiple of 1,024 bytes from the 128-byte aligned shared memory.
+                tma_load_3d(c.raw(j, sub) + i * box_total, map, x, y, c.tile.expert, b);
+            }
             bulk_copy(c.acts(j), p.x + first * Q8_1_MMQ_BYTES as u64, bytes, b);
         }
     }

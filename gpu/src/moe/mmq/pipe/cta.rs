@@ -3,7 +3,8 @@
 
 use crate::formats::lookup_table_word;
 use crate::layout::{
-    MMQ_ORDER_TILES, MMQ_THREADS, MmqParams, MmqPipeShape, MmqPipeSmem, MmqTile, WType,
+    MMQ_ORDER_TILES, MMQ_THREADS, MMQ_TMA_BOX_ROWS, MmqParams, MmqPipeShape, MmqPipeSmem, MmqTile,
+    WType,
 };
 use crate::ptx::{ctaid_x, ctaid_y, nctaid_x, nctaid_y, st_shared_u32, tid_x};
 
@@ -20,6 +21,12 @@ pub(super) struct Cta {
     /// Tile rows interleave gate and up rows (the SwiGLU epilogue's kernels).
     pub(super) swiglu: bool,
     pub(super) row_bytes: u32,
+    /// The CTA's first weight row of the product (SwiGLU epilogue: its first gate row, the
+    /// first of its features).
+    pub(super) first_row: u32,
+    /// The raw weight stages come by tensor copies (sm_90, `MmqParams::wmap0`; copy.rs):
+    /// row `t`'s bytes at [`Cta::tma_row`] `* box_bytes` in the stage buffer.
+    pub(super) tma: bool,
     pub(super) sm: MmqPipeSmem,
     pub(super) base: u32,
 }
@@ -45,11 +52,53 @@ impl Cta {
     }
 
     /// Shared address of tile row `t`'s first block in K step `j`'s raw stage: its slot, plus
-    /// where the bytes start in their 16-byte aligned window (as copy.rs copies them).
+    /// where the bytes start in their 16-byte aligned window (as copy.rs copies them); with
+    /// tensor copies its row of the boxes ([`Cta::tma_row`], `box_bytes` apart), plus where the
+    /// stage starts in its box (`layout::MmqTmaMap::stage_box`).
     #[inline(always)]
-    pub(super) fn stage_row(&self, t: u32, j: u32, sub: u32, srb: u64) -> u32 {
+    pub(super) fn stage_row(&self, t: u32, j: u32, sub: u32, srb: u64, box_bytes: u32) -> u32 {
+        if self.tma {
+            return self.raw(j, sub)
+                + self.tma_row(t) * box_bytes
+                + (((j / sub) * srb as u32) & 15);
+        }
         let src = self.stage_src(t, j, sub, srb);
         self.raw(j, sub) + t * self.sm.slot as u32 + (src & 15) as u32
+    }
+
+    /// Where tile row `t` lies in a stage's tensor-copy boxes (`layout::MMQ_TMA_BOX_ROWS` rows
+    /// each, in order): row `t`, or with the SwiGLU epilogue the gate rows of the CTA's
+    /// features first, then their up rows (tile row `t` is feature `8 (t / 16) + t % 8`'s gate
+    /// row when `t` mod 16 < 8, else its up row: [`Cta::row_addr`]).
+    #[inline(always)]
+    pub(super) fn tma_row(&self, t: u32) -> u32 {
+        if self.swiglu {
+            let up = if t & 8 != 0 {
+                self.shape.rows() as u32 / 2
+            } else {
+                0
+            };
+            up + (t >> 4) * 8 + (t & 7)
+        } else {
+            t
+        }
+    }
+
+    /// The weight row of the product that box `i` of a stage starts at (its rows are the next
+    /// `layout::MMQ_TMA_BOX_ROWS` rows): [`Cta::tma_row`]'s order; `n` the product's rows.
+    #[inline(always)]
+    pub(super) fn tma_box_row(&self, i: u32, n: u32) -> u32 {
+        let box_rows = MMQ_TMA_BOX_ROWS as u32;
+        if self.swiglu {
+            let half = self.shape.rows() as u32 / 2 / box_rows;
+            if i < half {
+                self.first_row + box_rows * i
+            } else {
+                n / 2 + self.first_row + box_rows * (i - half)
+            }
+        } else {
+            self.first_row + box_rows * i
+        }
     }
 
     /// The raw weight stage buffer of K step `j` (`sub` K steps per stage).

@@ -110,16 +110,17 @@ pub unsafe fn mmq_pipe<B: WeightBlock, const NARROW: bool, const FLAT: bool, con
         return; // a padding tile of a device-built list
     }
     let row0 = ty * shape.rows() as u32;
-    let (wbase, ubase) = if SWIGLU {
+    let (wbase, ubase, first_row) = if SWIGLU {
         // Gate rows f0.., up rows n / 2 + f0.. (gate and up halves of the product's rows).
         let f0 = ty * shape.swiglu_features() as u32;
         (
             weight_row(p, tile.expert, f0),
             weight_row(p, tile.expert, p.n / 2 + f0),
+            f0,
         )
     } else {
         let w = weight_row(p, tile.expert, row0);
-        (w, w)
+        (w, w, row0)
     };
     let c = Cta {
         tile,
@@ -129,6 +130,8 @@ pub unsafe fn mmq_pipe<B: WeightBlock, const NARROW: bool, const FLAT: bool, con
         ubase,
         swiglu: SWIGLU,
         row_bytes: p.row_bytes,
+        first_row,
+        tma: copy::tma_here(p, shape, SWIGLU),
         sm: MmqPipeSmem::of(B::WTYPE, shape),
         base: smem_base(),
     };

@@ -72,6 +72,8 @@ pub unsafe fn mmq_resident<B: WeightBlock>(p: &MmqParams) {
         ubase: 0,
         swiglu: false,
         row_bytes: p.row_bytes,
+        first_row: tile0 * MMQ_ROWS as u32,
+        tma: false,
         sm: psm,
         base: smem_base(),
     };

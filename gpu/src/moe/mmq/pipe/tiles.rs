@@ -5,7 +5,7 @@
 
 use super::{Cta, ROW, copy, ld4};
 use crate::formats::{SharedTables, WeightBlock};
-use crate::layout::{MMQ_KSTEP, MMQ_THREADS, MmqParams};
+use crate::layout::{MMQ_KSTEP, MMQ_THREADS, MmqParams, MmqTmaMap};
 use crate::ptx::{
     ld_shared_f32, ld_shared_v2_f32, ldmatrix_x4, mma_m16n8k16_s8, mma_m16n8k32_s8, st_shared_u32,
     st_shared_v4, sync_threads, tid_x,
@@ -28,7 +28,7 @@ unsafe fn decode<B: WeightBlock>(c: &Cta, j: u32) {
     let tpr = MMQ_THREADS as u32 / rows;
     let gpt = 4 / tpr;
     let r = tid / tpr;
-    let row = c.stage_row(r, j, sub, srb);
+    let row = c.stage_row(r, j, sub, srb, MmqTmaMap::box_bytes(B::WTYPE) as u32);
     let dst = c.decoded(j);
     let bv = B::WTYPE.block_values() as u32;
     let sixteen = B::WTYPE.scale_values() == 16;

@@ -147,6 +147,8 @@ fn resident_form_where_its_layout_and_the_rows_allow() {
         tiles: 0,
         out: 0,
         out_rows: 0,
+        wmap0: 0,
+        wmap1: 0,
         row_bytes: 360,
         n_split: 2560,
         n: 2560,

@@ -40,6 +40,7 @@ impl SplitPlan {
         } else {
             (dptr(&self.gu, st), 2 * s.ffn as u32)
         };
+        let (wmap0, wmap1) = self.mmq_tma.gate_up(&w);
         let gu_p = MmqParams {
             w0: w.gate,
             w1: if w.merged { 0 } else { w.up },
@@ -48,6 +49,8 @@ impl SplitPlan {
             tiles,
             out,
             out_rows: 0,
+            wmap0,
+            wmap1,
             row_bytes: w.gu_row_bytes as u32,
             n_split: if w.merged {
                 2 * s.ffn as u32
@@ -83,6 +86,8 @@ impl SplitPlan {
             tiles,
             out: io.dm,
             out_rows: io.row_dst,
+            wmap0: 0,
+            wmap1: 0,
             row_bytes: w.down_row_bytes as u32,
             n_split: s.hidden as u32,
             n: s.hidden as u32,

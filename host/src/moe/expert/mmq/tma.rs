@@ -1,0 +1,61 @@
+//! Whether the pipelined MMQ kernels copy their raw weight stages by tensor copies
+//! (`MmqParams::wmap0`, `gpu::layout::MmqTmaMap`), and its environment variable.
+
+use crate::error::{Error, Result};
+use crate::moe::layer::LayerPtrs;
+
+/// Environment variable saying whether the pipelined MMQ kernels copy their weight stages by
+/// tensor copies ([`MmqTma`]): `auto` (the default) or `never`.
+pub const MMQ_TMA_VAR: &str = "MOE_MMQ_TMA";
+
+/// Whether the 128-row and flat pipelined gate/up kernels with the SwiGLU epilogue copy their
+/// raw weight stages by tensor copies. Both give the same bytes. `Auto`: wherever the layer has the product's tensor maps
+/// (an sm_90 module, row and expert strides of whole 16-byte pieces: `LayerPtrs::gate_map`);
+/// `Never`: 16-byte `cp.async` pieces spread over the CTA's threads, as before tensor copies.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum MmqTma {
+    #[default]
+    Auto,
+    Never,
+}
+
+impl MmqTma {
+    /// From `MOE_MMQ_TMA` (unset: `Auto`); an unknown value is an error, not ignored.
+    pub fn from_env() -> Result<MmqTma> {
+        Self::parse(std::env::var(MMQ_TMA_VAR).ok().as_deref())
+    }
+
+    /// From a `MOE_MMQ_TMA` value (`None`: unset).
+    pub fn parse(v: Option<&str>) -> Result<MmqTma> {
+        match v {
+            None | Some("auto") => Ok(MmqTma::Auto),
+            Some("never") => Ok(MmqTma::Never),
+            Some(v) => Err(Error::Unsupported(format!(
+                "unknown {MMQ_TMA_VAR} `{v}` (expected auto or never)"
+            ))),
+        }
+    }
+
+    /// The gate/up product's maps (`MmqParams::wmap0`, `wmap1`), or zeros.
+    pub fn gate_up(self, w: &LayerPtrs) -> (u64, u64) {
+        match self {
+            MmqTma::Auto => (w.gate_map, w.up_map),
+            MmqTma::Never => (0, 0),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tensor_copies_from_their_variable() {
+        assert_eq!(MmqTma::parse(None).unwrap(), MmqTma::Auto);
+        assert_eq!(MmqTma::parse(Some("auto")).unwrap(), MmqTma::Auto);
+        assert_eq!(MmqTma::parse(Some("never")).unwrap(), MmqTma::Never);
+        assert_eq!(MmqTma::default(), MmqTma::Auto);
+        let e = MmqTma::parse(Some("always")).unwrap_err().to_string();
+        assert!(e.contains("MOE_MMQ_TMA") && e.contains("always"), "{e}");
+    }
+}
