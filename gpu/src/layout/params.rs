@@ -112,7 +112,8 @@ pub struct MmqParams {
     /// The weight tensors' tensor maps (`CUtensorMap`, 128 bytes each in global memory), or 0:
     /// [`MmqTmaMap`](crate::layout::MmqTmaMap) describes them. Where both of the rows' maps are
     /// there (`wmap1` only where some row lies in `w1`), the 128-row and flat pipelined kernels
-    /// on sm_90 copy their raw weight stages by tensor copies; every other kernel ignores them.
+    /// with the SwiGLU epilogue (`moe_mmq_(pipe|flat)_swiglu_<type>`) on sm_90 copy their raw
+    /// weight stages by tensor copies; every other kernel ignores them.
     pub wmap0: u64,
     pub wmap1: u64,
     pub row_bytes: u32,
