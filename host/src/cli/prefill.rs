@@ -10,6 +10,7 @@ use clap::Args;
 use gpu::layout::WType;
 use host::device::{DeviceLimits, Gpu};
 use host::gguf::GgufFile;
+use host::moe::expert::mmq::MmqTma;
 use host::moe::layer::DeviceLayer;
 use host::moe::path::{self as paths, PathChoice};
 use host::moe::prefill::{Prefill, RoutingInput, StageTimes};
@@ -206,6 +207,10 @@ fn run_layer(
     println!(
         "expert path: {}",
         paths::explain(choice, s, &gpu.limits(), &tune::for_gpu(gpu))?
+    );
+    println!(
+        "{}",
+        MmqTma::from_env()?.describe(&dev.ptrs(gpu), gpu.info.ptx_arch)
     );
     println!("{}", timing_line(a.hold_us));
     let mut pf = Prefill::new(gpu, s, cap, choice)?;

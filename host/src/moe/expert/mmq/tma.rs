@@ -43,6 +43,30 @@ impl MmqTma {
             MmqTma::Never => (0, 0),
         }
     }
+
+    /// One line for reports: how the gate/up product's pipelined kernels copy their weight
+    /// stages for this layer (`w`) on a module of `ptx_arch`, and why not by tensor copies where
+    /// they do not.
+    pub fn describe(self, w: &LayerPtrs, ptx_arch: u32) -> String {
+        let pieces = "16-byte cp.async pieces";
+        if self == MmqTma::Never {
+            format!("weight copies: {pieces} ({MMQ_TMA_VAR}=never)")
+        } else if w.gate_map != 0 {
+            "weight copies: tensor copies (cp.async.bulk.tensor) in the gate/up kernels with the \
+             SwiGLU epilogue; 16-byte cp.async pieces in the others"
+                .to_string()
+        } else if ptx_arch < 90 {
+            format!(
+                "weight copies: {pieces} (tensor copies need the sm_90 module; this is sm_{ptx_arch})"
+            )
+        } else {
+            format!(
+                "weight copies: {pieces} (gate/up rows of {} bytes: tensor copies need rows and \
+                 expert strides of whole 16-byte pieces, experts of whole 32-row boxes)",
+                w.gu_row_bytes
+            )
+        }
+    }
 }
 
 #[cfg(test)]
@@ -57,5 +81,42 @@ mod tests {
         assert_eq!(MmqTma::default(), MmqTma::Auto);
         let e = MmqTma::parse(Some("always")).unwrap_err().to_string();
         assert!(e.contains("MOE_MMQ_TMA") && e.contains("always"), "{e}");
+    }
+
+    #[test]
+    fn the_report_line_says_why_not() {
+        let w = LayerPtrs {
+            gate: 1 << 20,
+            up: 0,
+            gu_expert_bytes: 1280 * 660,
+            gu_row_bytes: 660,
+            down: 1 << 30,
+            down_expert_bytes: 2560 * 180,
+            down_row_bytes: 180,
+            merged: true,
+            gate_map: 0,
+            up_map: 0,
+        };
+        let line = MmqTma::Auto.describe(&w, 90);
+        assert!(
+            line.contains("660 bytes") && line.contains("pieces"),
+            "{line}"
+        );
+        let line = MmqTma::Auto.describe(&w, 80);
+        assert!(line.contains("sm_80"), "{line}");
+        let with = LayerPtrs {
+            gate_map: 1 << 12,
+            ..w
+        };
+        assert!(
+            MmqTma::Auto
+                .describe(&with, 90)
+                .contains("tensor copies (cp.async.bulk.tensor)")
+        );
+        assert!(
+            MmqTma::Never
+                .describe(&with, 90)
+                .contains("MOE_MMQ_TMA=never")
+        );
     }
 }
