@@ -78,7 +78,9 @@ impl DeviceLayer {
             down: up_tail(&w.down)?,
             maps: None,
         };
-        if gpu.info.ptx_arch >= 90 {
+        // Tensor maps exist from CUDA 12.0's driver on (`cuTensorMapEncodeTiled`); the sm_90
+        // module needs that driver anyway.
+        if gpu.info.ptx_arch >= 90 && gpu.info.driver_version >= 12000 {
             layer.encode_maps(gpu)?;
         }
         Ok(layer)
