@@ -9,6 +9,7 @@
 //! - `gguf`: GGUF reader (checks everything), streaming writer, MoE-layer finder.
 
 pub mod device;
+pub mod env;
 pub mod error;
 pub mod formats;
 pub mod ggml;

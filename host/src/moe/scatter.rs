@@ -11,7 +11,8 @@ use gpu::layout::{
 };
 
 use crate::device::{Gpu, KArg, MAX_GRID_X, SideJoin};
-use crate::error::{DriverOp, Error, Result, shape};
+use crate::env;
+use crate::error::{DriverOp, Result, shape};
 
 /// Checks the scatter kernels' limits.
 pub fn check(n_tokens: usize, top_k: usize, n_experts: usize, hidden: usize) -> Result<()> {
@@ -71,21 +72,21 @@ pub enum GatherAt {
 }
 
 impl GatherAt {
+    /// The variable's names, the default first.
+    const NAMES: [(&str, GatherAt); 3] = [
+        ("auto", GatherAt::Auto),
+        ("always", GatherAt::Always),
+        ("never", GatherAt::Never),
+    ];
+
     /// From `MOE_SCATTER_GATHER` (unset: `Auto`); an unknown value is an error.
     pub fn from_env() -> Result<GatherAt> {
-        Self::parse(std::env::var(GATHER_VAR).ok().as_deref())
+        env::choice_from_env(GATHER_VAR, &Self::NAMES)
     }
 
     /// From a [`GATHER_VAR`] value (`None`: unset).
     pub fn parse(v: Option<&str>) -> Result<GatherAt> {
-        match v {
-            None | Some("auto") => Ok(GatherAt::Auto),
-            Some("always") => Ok(GatherAt::Always),
-            Some("never") => Ok(GatherAt::Never),
-            Some(v) => Err(Error::Unsupported(format!(
-                "unknown {GATHER_VAR} `{v}` (expected auto, always or never)"
-            ))),
-        }
+        env::choice(GATHER_VAR, v, &Self::NAMES)
     }
 
     /// Whether a run of `n_rows` rows quantizes into the token buffer and gathers the rows from

@@ -1,7 +1,8 @@
 //! What a split plan (split.rs) chooses between: the kernel family of each product (MMQ or
 //! weight-stationary), fixed or per run, and the options of each family.
 
-use crate::error::{Error, Result};
+use crate::env;
+use crate::error::Result;
 use crate::moe::expert::mmq::{self, MmqChoice, MmqOrder, MmqTma};
 use crate::moe::expert::ws::{self, WsOptions};
 use crate::moe::path::ExpertPath;
@@ -94,14 +95,14 @@ pub enum SwigluAt {
 impl SwigluAt {
     /// From `MOE_SWIGLU` (unset: `Auto`); an unknown value is an error, not ignored.
     pub fn from_env() -> Result<SwigluAt> {
-        match std::env::var(SWIGLU_VAR).as_deref() {
-            Err(_) | Ok("auto") => Ok(SwigluAt::Auto),
-            Ok("epilogue") => Ok(SwigluAt::Epilogue),
-            Ok("kernel") => Ok(SwigluAt::Kernel),
-            Ok(v) => Err(Error::Unsupported(format!(
-                "unknown {SWIGLU_VAR} `{v}` (expected auto, epilogue or kernel)"
-            ))),
-        }
+        env::choice_from_env(
+            SWIGLU_VAR,
+            &[
+                ("auto", SwigluAt::Auto),
+                ("epilogue", SwigluAt::Epilogue),
+                ("kernel", SwigluAt::Kernel),
+            ],
+        )
     }
 
     /// Whether a run of `n_rows` rows over `n_experts` experts takes the epilogue (where the

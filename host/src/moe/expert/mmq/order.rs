@@ -3,7 +3,8 @@
 
 use gpu::layout::{MMQ_ORDER_ROWS, MMQ_ORDER_TILES};
 
-use crate::error::{Error, Result};
+use crate::env;
+use crate::error::Result;
 
 /// Environment variable naming the order in which the pipelined MMQ kernels take their CTAs'
 /// work ([`MmqOrder`]): `rows` (the default) or `tiles`.
@@ -23,20 +24,17 @@ pub enum MmqOrder {
 }
 
 impl MmqOrder {
+    /// The variable's names, the default first.
+    const NAMES: [(&str, MmqOrder); 2] = [("rows", MmqOrder::Rows), ("tiles", MmqOrder::Tiles)];
+
     /// From `MOE_MMQ_ORDER` (unset: `Rows`); an unknown value is an error, not ignored.
     pub fn from_env() -> Result<MmqOrder> {
-        Self::parse(std::env::var(MMQ_ORDER_VAR).ok().as_deref())
+        env::choice_from_env(MMQ_ORDER_VAR, &Self::NAMES)
     }
 
     /// From a `MOE_MMQ_ORDER` value (`None`: unset).
     pub fn parse(v: Option<&str>) -> Result<MmqOrder> {
-        match v {
-            None | Some("rows") => Ok(MmqOrder::Rows),
-            Some("tiles") => Ok(MmqOrder::Tiles),
-            Some(v) => Err(Error::Unsupported(format!(
-                "unknown {MMQ_ORDER_VAR} `{v}` (expected rows or tiles)"
-            ))),
-        }
+        env::choice(MMQ_ORDER_VAR, v, &Self::NAMES)
     }
 
     /// The kernels' parameter (`MmqParams::order`).

@@ -1,7 +1,8 @@
 //! Whether the pipelined MMQ kernels copy their raw weight stages by tensor copies
 //! (`MmqParams::wmap0`, `gpu::layout::MmqTmaMap`), and its environment variable.
 
-use crate::error::{Error, Result};
+use crate::env;
+use crate::error::Result;
 use crate::moe::layer::LayerPtrs;
 
 /// Environment variable saying whether the pipelined MMQ kernels copy their weight stages by
@@ -20,20 +21,17 @@ pub enum MmqTma {
 }
 
 impl MmqTma {
+    /// The variable's names, the default first.
+    const NAMES: [(&str, MmqTma); 2] = [("auto", MmqTma::Auto), ("never", MmqTma::Never)];
+
     /// From `MOE_MMQ_TMA` (unset: `Auto`); an unknown value is an error, not ignored.
     pub fn from_env() -> Result<MmqTma> {
-        Self::parse(std::env::var(MMQ_TMA_VAR).ok().as_deref())
+        env::choice_from_env(MMQ_TMA_VAR, &Self::NAMES)
     }
 
     /// From a `MOE_MMQ_TMA` value (`None`: unset).
     pub fn parse(v: Option<&str>) -> Result<MmqTma> {
-        match v {
-            None | Some("auto") => Ok(MmqTma::Auto),
-            Some("never") => Ok(MmqTma::Never),
-            Some(v) => Err(Error::Unsupported(format!(
-                "unknown {MMQ_TMA_VAR} `{v}` (expected auto or never)"
-            ))),
-        }
+        env::choice(MMQ_TMA_VAR, v, &Self::NAMES)
     }
 
     /// The gate/up product's maps (`MmqParams::wmap0`, `wmap1`), or zeros.
