@@ -10,7 +10,8 @@ use super::{MMQ_BLOCK_VALUES, Q8_1_MMQ_BYTES, WType};
 pub const QUANT_BLOCK_THREADS: usize = 256;
 /// Warps of such a block.
 pub const QUANT_WARPS: usize = QUANT_BLOCK_THREADS / 32;
-/// Warps of a `swiglu_f32` / `quantize` block (the two-kernel form of `swiglu_quant`) for rows of `k` values: one per
+/// Warps of a `swiglu_f32` / `quantize` block (the two-kernel form of `swiglu_quant`) for rows
+/// of `k` values: one per
 /// 128-value data chunk, at most [`QUANT_WARPS`] (the kernels stride by the block's warp count,
 /// so the padding chunks go to the first warps). With n_ff 640, 5 warps: no warp holds
 /// registers only to write zeros, and more rows fit on an SM.

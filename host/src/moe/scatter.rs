@@ -107,8 +107,9 @@ pub fn gather_rule(n_rows: usize) -> bool {
 }
 
 /// Queues the scatter kernels: count, offsets, place and quantize, and where `gather_at`
-/// [gathers](GatherAt::gathers) at this run's rows, the gather (else `p.xt` is cleared and the quantizer writes the rows). `p` holds
-/// the device addresses of every buffer; the caller (moe::prefill) sized them for `n_tokens`.
+/// [gathers](GatherAt::gathers) at this run's rows, the gather (else `p.xt` is cleared and the
+/// quantizer writes the rows). `p` holds the device addresses of every buffer; the caller
+/// (moe::prefill) sized them for `n_tokens`.
 ///
 /// Where the run gathers, the quantizer reads only `x` and writes only `xt`: it runs on the side
 /// stream (`Gpu::side`) beside count, offsets and place, and the gather follows it there once

@@ -14,9 +14,10 @@ use super::common::{check, small, split_pipeline};
 /// Every gate/up type whose rows are whole 16-byte pieces at hidden 512 (Q2_0's 144 bytes,
 /// IQ4_NL's 288, Q8_0's 544), separate and merged gate/up tensors, on the 128-row and flat
 /// kernels with the SwiGLU epilogue (tensor copies where the layer has the maps, and without:
-/// `MmqTma::Never`) and the flat kernel without it (never tensor copies): uniform routing at T = 1, 37, 512, 4113 and skewed at 512. On an sm_90 module the
-/// layer must have the maps (else the kernels would run their `cp.async` pieces and this
-/// test would check nothing new); below it, none.
+/// `MmqTma::Never`) and the flat kernel without it (never tensor copies): uniform routing at
+/// T = 1, 37, 512, 4113 and skewed at 512. On an sm_90 module the layer must have the maps
+/// (else the kernels would run their `cp.async` pieces and this test would check nothing
+/// new); below it, none.
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn tensor_copies_of_the_gate_up_stages() {

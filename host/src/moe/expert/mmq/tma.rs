@@ -10,8 +10,9 @@ use crate::moe::layer::LayerPtrs;
 pub const MMQ_TMA_VAR: &str = "MOE_MMQ_TMA";
 
 /// Whether the 128-row and flat pipelined gate/up kernels with the SwiGLU epilogue copy their
-/// raw weight stages by tensor copies. Both give the same bytes. `Auto`: wherever the layer has the product's tensor maps
-/// (an sm_90 module, row and expert strides of whole 16-byte pieces: `LayerPtrs::gate_map`);
+/// raw weight stages by tensor copies. Both give the same bytes. `Auto`: wherever the layer has
+/// the product's tensor maps (an sm_90 module, row and expert strides of whole 16-byte pieces:
+/// `LayerPtrs::gate_map`);
 /// `Never`: 16-byte `cp.async` pieces spread over the CTA's threads, as before tensor copies.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum MmqTma {
@@ -55,7 +56,8 @@ impl MmqTma {
                 .to_string()
         } else if ptx_arch < 90 {
             format!(
-                "weight copies: {pieces} (tensor copies need the sm_90 module; this is sm_{ptx_arch})"
+                "weight copies: {pieces} (tensor copies need the sm_90 module; this is \
+                 sm_{ptx_arch})"
             )
         } else {
             format!(
