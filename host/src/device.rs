@@ -15,8 +15,8 @@ mod kernels;
 mod side;
 mod tma;
 pub use kernels::{
-    FORMAT_KERNELS, FormatKernels, Kernels, MMA_KERNELS, format_kernel_names, kernel_names,
-    kernel_names_in,
+    BULK_KERNELS, FORMAT_KERNELS, FormatKernels, Kernels, MMA_KERNELS, format_kernel_names,
+    kernel_names, kernel_names_in,
 };
 pub use side::{Side, SideJoin};
 pub use tma::{TMA_MAP_BYTES, encode as encode_tma_map};

@@ -3,7 +3,7 @@
 //! type, [`MmqPipeShape::wide_of`]) and the narrow one `moe_mmq_narrow_<type>` (16 rows, for
 //! layers with few rows per expert).
 
-use super::{MMQ_COLS, MMQ_KSTEP, MMQ_ROWS, MMQ_SMEM_ROW, Q8_1_MMQ_BYTES, WType};
+use super::{MMQ_COLS, MMQ_KSTEP, MMQ_ROWS, MMQ_SMEM_ROW, MMQ_THREADS, Q8_1_MMQ_BYTES, WType};
 use super::{fused_sub_steps, odd_slot_bytes};
 
 /// Shared-memory budget of one wide pipelined CTA: two CTAs per SM on sm_90 (228 KB per SM, of
@@ -266,6 +266,11 @@ pub struct MmqPipeSmem {
     pub wscales: usize,
     pub xscales: usize,
     pub bars: usize,
+    /// The narrow shape: `nw` x 8 warps weight barriers (8 bytes each) after the activation
+    /// buffers' ones, on which each warp's tensor copies of its rows complete
+    /// ([`MmqPipeSmem::weight_bar`]; `moe_mmq_narrow_tma_<type>`). The 128-row and flat shapes'
+    /// tensor copies complete on the activations' barriers; the tall shape has none.
+    pub wbars: usize,
     pub tables: usize,
     pub total: usize,
 }
@@ -321,8 +326,8 @@ impl MmqPipeSmem {
         let acts = nw * rows * slot;
         let tiles = acts + na * acts_bytes;
         let bars = tiles + 2 * tile_bytes;
-        let tables =
-            (bars + na * shape.bars_per_buffer() * MMQ_PIPE_BAR_BYTES).next_multiple_of(16);
+        let wbars = bars + na * shape.bars_per_buffer() * MMQ_PIPE_BAR_BYTES;
+        let tables = (wbars + Self::weight_bar_bytes(shape, nw)).next_multiple_of(16);
         MmqPipeSmem {
             slot,
             lead,
@@ -335,6 +340,7 @@ impl MmqPipeSmem {
             wscales,
             xscales,
             bars,
+            wbars,
             tables,
             total: tables + w.lookup_table_bytes(),
         }
@@ -350,6 +356,21 @@ impl MmqPipeSmem {
     /// Offset of activation buffer `i`'s empty barrier (a shape that decodes into registers).
     pub const fn empty_bar(&self, i: usize) -> usize {
         self.bars + (self.na + i) * MMQ_PIPE_BAR_BYTES
+    }
+
+    /// Offset of warp `warp`'s barrier for weight buffer `i` (the narrow shape;
+    /// `MmqPipeSmem::wbars`).
+    pub const fn weight_bar(&self, warp: usize, i: usize) -> usize {
+        self.wbars + (i * (MMQ_THREADS / 32) + warp) * MMQ_PIPE_BAR_BYTES
+    }
+
+    /// Bytes of the weight barriers of `nw` weight buffers ([`MmqPipeSmem::wbars`]).
+    const fn weight_bar_bytes(shape: MmqPipeShape, nw: usize) -> usize {
+        if matches!(shape, MmqPipeShape::Narrow) {
+            nw * (MMQ_THREADS / 32) * MMQ_PIPE_BAR_BYTES
+        } else {
+            0
+        }
     }
 
     /// Weight and activation buffers for a lead of `lead` K steps (see the type's doc).
@@ -369,7 +390,8 @@ impl MmqPipeSmem {
         let mut lead = MMQ_PIPE_MAX_LEAD;
         while lead > 0 {
             let (nw, na) = Self::buffers(w, shape, lead);
-            let bars = na * shape.bars_per_buffer() * MMQ_PIPE_BAR_BYTES;
+            let bars = na * shape.bars_per_buffer() * MMQ_PIPE_BAR_BYTES
+                + Self::weight_bar_bytes(shape, nw);
             let end = nw * shape.rows() * slot + na * acts_bytes + 2 * tile_bytes + bars;
             // The tables 16-byte aligned after the barriers, as `in_budget` lays them.
             if end.next_multiple_of(16) + w.lookup_table_bytes() <= budget {

@@ -8,12 +8,16 @@
 //! (the stage's bytes rounded up to 16, the least a box row may be; a row's bytes start at 0,
 //! where a 16-byte piece's start where its row does in its window).
 
-use super::{MmqPipeShape, WType};
+use super::{MmqPipeShape, MmqPipeSmem, WType};
 
 /// Weight rows of one tensor-copy box: a stage of a 128-row tile is 4 boxes, of the flat
 /// shape's 64 rows 2. A multiple of 8, so that a SwiGLU tile's 8-row gate and up groups fall
 /// in whole boxes (gpu/src/moe/mmq/pipe/cta.rs).
 pub const MMQ_TMA_BOX_ROWS: usize = 32;
+
+/// Weight rows of one narrow box: a narrow warp's 16 rows are two (with the SwiGLU epilogue its
+/// 8 gate rows and its 8 up rows).
+pub const MMQ_TMA_NARROW_BOX_ROWS: usize = 8;
 
 /// The largest box row the tensor copies take (256 elements of one byte).
 pub const MMQ_TMA_MAX_BOX_BYTES: usize = 256;
@@ -30,8 +34,10 @@ pub struct MmqTmaMap {
     pub experts: usize,
     /// Bytes from one expert's first row to the next's.
     pub expert_bytes: usize,
-    /// Bytes of one box row: the stage's bytes rounded up to 16.
+    /// Bytes of one box row ([`MmqTmaMap::box_of`]).
     pub box_bytes: usize,
+    /// Rows of one box.
+    pub box_rows: usize,
 }
 
 impl MmqTmaMap {
@@ -49,27 +55,50 @@ impl MmqTmaMap {
         (srb + skew).next_multiple_of(16)
     }
 
-    /// Where stage `s` of a row starts: the box's first byte in the row (16-byte aligned), and
-    /// the stage's first byte in the box.
+    /// Where stage `s` of a row starts (the wide and flat shapes' stages): the box's first byte
+    /// in the row (16-byte aligned), and the stage's first byte in the box.
     pub const fn stage_box(w: WType, s: u32) -> (u32, u32) {
-        let start = s * MmqPipeShape::Wide.stage_row_bytes(w) as u32;
+        Self::stage_box_of(w, MmqPipeShape::Wide, s)
+    }
+
+    /// [`MmqTmaMap::stage_box`] for `shape`'s stages.
+    pub const fn stage_box_of(w: WType, shape: MmqPipeShape, s: u32) -> (u32, u32) {
+        let start = s * shape.stage_row_bytes(w) as u32;
         (start & !15, start & 15)
     }
 
+    /// The box of `shape`'s kernels for weight type `w`, (bytes of a row, rows): the wide and
+    /// flat shapes' [`MmqTmaMap::box_bytes`] and [`MMQ_TMA_BOX_ROWS`]; the narrow shape's slot
+    /// (`MmqPipeSmem::slot`, the pitch its products read) and [`MMQ_TMA_NARROW_BOX_ROWS`];
+    /// none for the tall shape.
+    pub const fn box_of(w: WType, shape: MmqPipeShape) -> Option<(usize, usize)> {
+        match shape {
+            MmqPipeShape::Wide | MmqPipeShape::Flat => Some((Self::box_bytes(w), MMQ_TMA_BOX_ROWS)),
+            MmqPipeShape::Narrow => Some((MmqPipeSmem::of(w, shape).slot, MMQ_TMA_NARROW_BOX_ROWS)),
+            MmqPipeShape::Tall => None,
+        }
+    }
+
     /// The map of a tensor of `experts` x `rows` rows of `row_bytes`, `expert_bytes` from one
-    /// expert to the next, of type `w`; `None` where a tensor copy cannot take it: a stride not
-    /// a multiple of 16 bytes (the row, the expert), a row count not a multiple of
-    /// [`MMQ_TMA_BOX_ROWS`] (a box would straddle two tensors' rows), a box row past
-    /// [`MMQ_TMA_MAX_BOX_BYTES`] or a window the shapes' raw stage slots do not hold, an
-    /// expert's rows overlapping the next expert's, a dimension past `u32`.
+    /// expert to the next, of type `w`, for `shape`'s kernels; `None` where a tensor copy cannot
+    /// take it: a stride not a multiple of 16 bytes (the row, the expert), a row count not a
+    /// multiple of [`MMQ_TMA_BOX_ROWS`] (a box would straddle two tensors' rows), a box row past
+    /// [`MMQ_TMA_MAX_BOX_BYTES`] or short of a stage's window, an expert's rows overlapping the
+    /// next expert's, a dimension past `u32`, the tall shape.
     pub const fn of(
         w: WType,
+        shape: MmqPipeShape,
         row_bytes: usize,
         rows: usize,
         experts: usize,
         expert_bytes: usize,
     ) -> Option<MmqTmaMap> {
-        let box_bytes = Self::box_bytes(w);
+        let Some((box_bytes, box_rows)) = Self::box_of(w, shape) else {
+            return None;
+        };
+        let srb = shape.stage_row_bytes(w);
+        let step = 1 << srb.trailing_zeros();
+        let window = srb + 16_usize.saturating_sub(step);
         let ok = row_bytes.is_multiple_of(16)
             && expert_bytes.is_multiple_of(16)
             && rows > 0
@@ -77,7 +106,9 @@ impl MmqTmaMap {
             && rows.is_multiple_of(MMQ_TMA_BOX_ROWS)
             && rows * row_bytes <= expert_bytes
             && box_bytes <= MMQ_TMA_MAX_BOX_BYTES
-            && box_bytes <= MmqPipeShape::Wide.stage_window(w)
+            && box_bytes.is_multiple_of(16)
+            && window <= box_bytes
+            && box_bytes <= MmqPipeSmem::of(w, shape).slot
             && row_bytes <= u32::MAX as usize
             && rows <= u32::MAX as usize
             && experts <= u32::MAX as usize;
@@ -88,6 +119,7 @@ impl MmqTmaMap {
                 experts,
                 expert_bytes,
                 box_bytes,
+                box_rows,
             })
         } else {
             None
@@ -104,14 +136,14 @@ impl MmqTmaMap {
         [self.row_bytes as u64, self.expert_bytes as u64]
     }
 
-    /// The box: one stage's bytes (rounded up) of [`MMQ_TMA_BOX_ROWS`] rows of one expert.
+    /// The box: a stage's window of `box_rows` rows of one expert.
     pub const fn box_dims(&self) -> [u32; 3] {
-        [self.box_bytes as u32, MMQ_TMA_BOX_ROWS as u32, 1]
+        [self.box_bytes as u32, self.box_rows as u32, 1]
     }
 
     /// Bytes one box lands in shared memory.
     pub const fn box_total(&self) -> usize {
-        self.box_bytes * MMQ_TMA_BOX_ROWS
+        self.box_bytes * self.box_rows
     }
 }
 
@@ -125,10 +157,12 @@ mod tests {
     use super::*;
     use crate::layout::MmqPipeSmem;
 
+    const W: MmqPipeShape = MmqPipeShape::Wide;
+
     #[test]
     fn maps_of_the_tensors_a_box_can_take() {
         // The reference shape's merged gate/up tensor of Q2_0: 720-byte rows, 1,280 an expert.
-        let m = MmqTmaMap::of(WType::Q2_0, 720, 1280, 512, 1280 * 720).unwrap();
+        let m = MmqTmaMap::of(WType::Q2_0, W, 720, 1280, 512, 1280 * 720).unwrap();
         assert_eq!(m.box_bytes, 48); // a 128-value stage: 36 bytes, from 0-12 bytes in
         assert_eq!(MmqTmaMap::stage_box(WType::Q2_0, 3), (96, 12));
         assert_eq!(MmqTmaMap::stage_box(WType::Q2_0, 4), (144, 0));
@@ -137,18 +171,37 @@ mod tests {
         assert_eq!(m.strides(), [720, 1280 * 720]);
         assert_eq!(m.box_dims(), [48, 32, 1]);
         assert_eq!(m.box_total(), 48 * 32);
+        assert_eq!(m.box_rows, 32);
+        // The narrow kernel's: 8 rows, its 176-byte slot (a 144-byte stage from a 16-byte
+        // boundary, its odd slot); none for the tall kernel.
+        let n = MmqPipeShape::Narrow;
+        let m = MmqTmaMap::of(WType::Q2_0, n, 720, 1280, 512, 1280 * 720).unwrap();
+        assert_eq!((m.box_bytes, m.box_rows), (176, 8));
+        assert_eq!(m.box_dims(), [176, 8, 1]);
+        assert_eq!(MmqTmaMap::stage_box_of(WType::Q2_0, n, 3), (432, 0));
+        assert!(
+            MmqTmaMap::of(
+                WType::Q8_0,
+                MmqPipeShape::Tall,
+                2720,
+                1280,
+                512,
+                1280 * 2720
+            )
+            .is_none()
+        );
         assert_eq!(MmqTmaMap::box_bytes(WType::Iq4Nl), 80);
         assert_eq!(MmqTmaMap::box_bytes(WType::Q8_0), 144);
         // Rows that are not whole 16-byte pieces (the down product's 180 bytes, IQ3_S's 1,100).
-        assert!(MmqTmaMap::of(WType::Q2_0, 180, 2560, 512, 2560 * 180).is_none());
-        assert!(MmqTmaMap::of(WType::Iq3S, 1100, 1280, 512, 1280 * 1100).is_none());
+        assert!(MmqTmaMap::of(WType::Q2_0, W, 180, 2560, 512, 2560 * 180).is_none());
+        assert!(MmqTmaMap::of(WType::Iq3S, W, 1100, 1280, 512, 1280 * 1100).is_none());
         // An expert stride off 16 bytes, or shorter than its rows.
-        assert!(MmqTmaMap::of(WType::Q2_0, 720, 1280, 512, 1280 * 720 + 8).is_none());
-        assert!(MmqTmaMap::of(WType::Q2_0, 720, 1280, 512, 1279 * 720).is_none());
+        assert!(MmqTmaMap::of(WType::Q2_0, W, 720, 1280, 512, 1280 * 720 + 8).is_none());
+        assert!(MmqTmaMap::of(WType::Q2_0, W, 720, 1280, 512, 1279 * 720).is_none());
         // Rows not whole boxes, no rows, no experts.
-        assert!(MmqTmaMap::of(WType::Q2_0, 720, 1264, 512, 1280 * 720).is_none());
-        assert!(MmqTmaMap::of(WType::Q2_0, 720, 0, 512, 1280 * 720).is_none());
-        assert!(MmqTmaMap::of(WType::Q2_0, 720, 1280, 0, 1280 * 720).is_none());
+        assert!(MmqTmaMap::of(WType::Q2_0, W, 720, 1264, 512, 1280 * 720).is_none());
+        assert!(MmqTmaMap::of(WType::Q2_0, W, 720, 0, 512, 1280 * 720).is_none());
+        assert!(MmqTmaMap::of(WType::Q2_0, W, 720, 1280, 0, 1280 * 720).is_none());
     }
 
     #[test]
@@ -173,6 +226,21 @@ mod tests {
                 );
                 assert!(shape.rows().is_multiple_of(2 * MMQ_TMA_BOX_ROWS));
                 assert!((shape.rows() * sm.slot).is_multiple_of(1024));
+            }
+        }
+        // The narrow boxes: the slot its products read (so the stage's layout is the pieces'),
+        // every stage inside its row's box, each 8-row box 128-byte aligned.
+        for w in WType::ALL {
+            let n = MmqPipeShape::Narrow;
+            let sm = MmqPipeSmem::of(w, n);
+            let (bytes, rows) = MmqTmaMap::box_of(w, n).unwrap();
+            assert_eq!((bytes, rows), (sm.slot, MMQ_TMA_NARROW_BOX_ROWS));
+            assert!((rows * bytes).is_multiple_of(128));
+            if MmqTmaMap::of(w, n, 2560 * 18, 64, 1, 64 * 2560 * 18).is_some() {
+                for st in 0..64 {
+                    let (_, into) = MmqTmaMap::stage_box_of(w, n, st);
+                    assert!(into as usize + n.stage_row_bytes(w) <= bytes, "{w:?} {st}");
+                }
             }
         }
     }

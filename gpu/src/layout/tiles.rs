@@ -57,7 +57,8 @@ macro_rules! mma_register_caps {
     ($(($w:ident, $b:ident, $gu:ident, $dn:ident, $f:ident, $fw:ident, $pipe:ident,
         $narrow:ident, $pipe_sw:ident, $narrow_sw:ident, $flat:ident, $flat_sw:ident,
         $c16:ident, $c32:ident, $c64:ident,
-        $fast16:ident, $fast32:ident, $resident:ident)),* $(,)?) => {
+        $fast16:ident, $fast32:ident, $resident:ident,
+        $narrow_tma:ident)),* $(,)?) => {
         (
             &[
                 SWIGLU_QUANT_CAP,

@@ -383,6 +383,26 @@ pub fn shfl_up_u32(v: u32, delta: u32) -> u32 {
     r
 }
 
+/// `shfl.sync.idx.b32 d, v, 0, 0x1f, 0xffffffff` [9.7.9.6]: lane 0's `v` in every lane. ptxas
+/// knows the result is the same in every lane of the warp, so it can keep it in a uniform
+/// register: an operand of a tensor copy (`cp.async.bulk.tensor`, which takes uniform operands)
+/// computed from it needs no loop over the lanes' values. All 32 lanes must take part.
+#[inline(always)]
+pub fn warp_uniform(v: u32) -> u32 {
+    let r: u32;
+    // SAFETY: register-only warp shuffle; callers call it from converged, full warps. (Not
+    // `pure`, as `shfl_up_u32`.)
+    unsafe {
+        asm!(
+            "shfl.sync.idx.b32 {r}, {v}, 0, 0x1f, 0xffffffff;",
+            r = out(reg32) r,
+            v = in(reg32) v,
+            options(nostack)
+        );
+    }
+    r
+}
+
 /// `shfl.sync.bfly.b32` on a u32.
 #[inline(always)]
 pub fn shfl_xor_u32(v: u32, lane_mask: u32) -> u32 {

@@ -79,6 +79,9 @@ pub struct FormatKernels {
     /// `moe_mmq_resident_<wtype>`: the narrow shape's resident form (sm_90 modules only,
     /// `ptx::has_bulk`)
     mmq_resident: Option<CudaFunction>,
+    /// `moe_mmq_narrow_tma_<wtype>`: the narrow shape built with tensor copies only (sm_90
+    /// modules only)
+    mmq_narrow_tma: Option<CudaFunction>,
     /// `moe_mmq_pipe_swiglu_<wtype>`, `moe_mmq_narrow_swiglu_<wtype>`: both as the gate/up
     /// product with the SwiGLU + q8_1 epilogue (H out instead of gate and up)
     mmq_swiglu: [Option<CudaFunction>; 2],
@@ -98,7 +101,10 @@ pub struct FormatKernels {
 }
 
 /// Kernels per weight format.
-pub const FORMAT_KERNELS: usize = 16;
+pub const FORMAT_KERNELS: usize = 17;
+/// The last `BULK_KERNELS` of a format's kernels (the narrow MMQ product's resident form and its
+/// form with tensor copies) are in the modules with bulk copies only (`ptx::has_bulk`: sm_90).
+pub const BULK_KERNELS: usize = 2;
 /// The first `MMA_KERNELS` of a format's kernels (`format_kernel_names`) are its tensor-core
 /// ones (MMQ gate/up and down, fused, fused_wide, the pipelined MMQ, wide and narrow, both
 /// with the SwiGLU epilogue, and the flat one with and without it), absent below
@@ -141,12 +147,34 @@ impl FormatKernels {
     /// `moe_mmq_resident_<wtype>` with its name; `Error::Unsupported` when the loaded module has
     /// none (below sm_90: `ptx::has_bulk`).
     pub fn mmq_resident(&self) -> Result<(&CudaFunction, &'static str)> {
-        const RESIDENT: usize = FORMAT_KERNELS - 1;
-        let name = self.names[RESIDENT];
-        let f = self.mmq_resident.as_ref().ok_or_else(|| {
+        self.bulk(
+            &self.mmq_resident,
+            FORMAT_KERNELS - BULK_KERNELS,
+            "the resident form needs bulk copies",
+        )
+    }
+
+    /// `moe_mmq_narrow_tma_<wtype>` with its name; `Error::Unsupported` when the loaded module
+    /// has none (below sm_90: `ptx::has_bulk`).
+    pub fn mmq_narrow_tma(&self) -> Result<(&CudaFunction, &'static str)> {
+        self.bulk(
+            &self.mmq_narrow_tma,
+            FORMAT_KERNELS - 1,
+            "tensor copies need bulk copies",
+        )
+    }
+
+    /// Bulk-copy kernel `f` (name slot `i`; `what` it is, for the error) with its name.
+    fn bulk<'a>(
+        &self,
+        f: &'a Option<CudaFunction>,
+        i: usize,
+        what: &str,
+    ) -> Result<(&'a CudaFunction, &'static str)> {
+        let name = self.names[i];
+        let f = f.as_ref().ok_or_else(|| {
             Error::Unsupported(format!(
-                "kernel `{name}` is not in the loaded PTX module (sm_{}): the resident form \
-                 needs bulk copies (sm_90)",
+                "kernel `{name}` is not in the loaded PTX module (sm_{}): {what} (sm_90)",
                 self.ptx_arch
             ))
         })?;
@@ -205,7 +233,8 @@ impl FormatKernels {
 macro_rules! format_table {
     ($(($w:ident, $b:ident, $gate_up:ident, $down:ident, $fused:ident, $wide:ident,
         $pipe:ident, $narrow:ident, $pipe_sw:ident, $narrow_sw:ident, $flat:ident,
-        $flat_sw:ident, $c16:ident, $c32:ident, $c64:ident, $fast16:ident, $fast32:ident, $resident:ident)),* $(,)?) => {
+        $flat_sw:ident, $c16:ident, $c32:ident, $c64:ident, $fast16:ident, $fast32:ident, $resident:ident,
+        $narrow_tma:ident)),* $(,)?) => {
         /// Names of the per-format kernels, in list order.
         const FORMAT_KERNEL_NAMES: &[&str] = &[$(
             stringify!($gate_up), stringify!($down), stringify!($fused), stringify!($wide),
@@ -214,7 +243,7 @@ macro_rules! format_table {
             stringify!($c16), stringify!($c32), stringify!($c64),
             stringify!($fast16),
             stringify!($fast32),
-            stringify!($resident)
+            stringify!($resident), stringify!($narrow_tma)
         ),*];
 
         /// The kernel names of format `w` (exhaustive: a type without a row does not compile).
@@ -226,7 +255,8 @@ macro_rules! format_table {
                     stringify!($narrow_sw), stringify!($flat), stringify!($flat_sw),
                     stringify!($c16), stringify!($c32),
                     stringify!($c64),
-                    stringify!($fast16), stringify!($fast32), stringify!($resident)
+                    stringify!($fast16), stringify!($fast32), stringify!($resident),
+                    stringify!($narrow_tma)
                 ],)*
             }
         }
@@ -240,6 +270,14 @@ macro_rules! format_table {
                     Ok(None)
                 }
             };
+            // Only in the modules with bulk copies.
+            let bulk = |name| -> Result<Option<CudaFunction>> {
+                if ptx::has_bulk(ptx_arch) {
+                    load(module, name).map(Some)
+                } else {
+                    Ok(None)
+                }
+            };
             Ok(vec![$(FormatKernels {
                 wtype: WType::$w,
                 gate_up_mmq: mma(stringify!($gate_up))?,
@@ -248,11 +286,8 @@ macro_rules! format_table {
                 fused_wide: mma(stringify!($wide))?,
                 mmq_pipe: mma(stringify!($pipe))?,
                 mmq_narrow: mma(stringify!($narrow))?,
-                mmq_resident: if ptx::has_bulk(ptx_arch) {
-                    Some(load(module, stringify!($resident))?)
-                } else {
-                    None
-                },
+                mmq_resident: bulk(stringify!($resident))?,
+                mmq_narrow_tma: bulk(stringify!($narrow_tma))?,
                 mmq_swiglu: [mma(stringify!($pipe_sw))?, mma(stringify!($narrow_sw))?],
                 mmq_flat: [mma(stringify!($flat))?, mma(stringify!($flat_sw))?],
                 ws: [
@@ -283,12 +318,12 @@ pub fn kernel_names() -> Vec<&'static str> {
 }
 
 /// Names of the kernels the module of PTX target `arch` holds and the host resolves from it:
-/// all of [`kernel_names`] from sm_90 on, all but the resident MMQ ones (the last of each
-/// format's) from sm_75, and below that neither those nor the MMQ and fused ones
+/// all of [`kernel_names`] from sm_90 on, all but the bulk-copy ones (the last [`BULK_KERNELS`]
+/// of each format's: the resident and tensor-copy MMQ ones) from sm_75, and below that neither those nor the MMQ and fused ones
 /// (tests/tests/ptx.rs checks each module has exactly these of [`kernel_names`]).
 pub fn kernel_names_in(arch: u32) -> Vec<&'static str> {
     let skip = if ptx::has_mma(arch) { 0 } else { MMA_KERNELS };
-    let end = FORMAT_KERNELS - usize::from(!ptx::has_bulk(arch));
+    let end = FORMAT_KERNELS - if ptx::has_bulk(arch) { 0 } else { BULK_KERNELS };
     COMMON_KERNEL_NAMES
         .iter()
         .chain(
@@ -341,7 +376,8 @@ mod tests {
                 "moe_ws_q2_0_c64",
                 "moe_ws_q2_0_c16_fast",
                 "moe_ws_q2_0_c32_fast",
-                "moe_mmq_resident_q2_0"
+                "moe_mmq_resident_q2_0",
+                "moe_mmq_narrow_tma_q2_0"
             ]
         );
     }

@@ -3,7 +3,7 @@
 use cudarc::driver::CudaSlice;
 
 use gpu::formats::to_device_layout;
-use gpu::layout::MmqTmaMap;
+use gpu::layout::{MmqPipeShape, MmqTmaMap};
 
 use crate::device::{Gpu, TMA_MAP_BYTES, dptr, encode_tma_map};
 use crate::error::Result;
@@ -15,6 +15,10 @@ use crate::problem::{GateUp, LayerWeights, MoeShape};
 /// as the 16-byte aligned window around it (layout::fused_slot_bytes).
 pub const WEIGHT_TAIL_BYTES: usize = 16;
 
+/// The gate/up tensors' map slots: gate and up for the 128-row and flat kernels, gate and up
+/// for the narrow ones (`LayerPtrs::gate_map` ..).
+const MAP_SLOTS: usize = 4;
+
 /// A layer's expert weights on the device.
 pub struct DeviceLayer {
     pub shape: MoeShape,
@@ -23,9 +27,11 @@ pub struct DeviceLayer {
     up: Option<CudaSlice<u8>>,
     down: CudaSlice<u8>,
     /// The gate/up tensors' tensor maps (gpu::layout::MmqTmaMap) on an sm_90 module, 128 bytes
-    /// each: gate (or the merged tensor), then up where separate; the pipelined MMQ kernels'
+    /// each, [`MAP_SLOTS`] of them (zeros where a tensor has none): the pipelined MMQ kernels'
     /// tensor copies. None where the tensors have none.
     maps: Option<CudaSlice<u64>>,
+    /// Which of the [`MAP_SLOTS`] hold a map.
+    have: [bool; MAP_SLOTS],
 }
 
 /// Device addresses and strides of a layer's weights, as the kernels' parameters take them.
@@ -43,11 +49,15 @@ pub struct LayerPtrs {
     /// Whether gate and up are one tensor `[2 ffn]` per expert.
     pub merged: bool,
     /// Device addresses of the tensor maps (`MmqParams::wmap0`, `wmap1`) of gate (or the
-    /// merged tensor) and up (separate tensors only), or 0 where a tensor has none: on an
-    /// sm_90 module, where `gpu::layout::MmqTmaMap::of` takes the tensors. Only the gate/up
-    /// kernels with the SwiGLU epilogue read them (gpu/src/moe/mmq/pipe/copy.rs).
+    /// merged tensor) and up (separate tensors only) for the 128-row and flat kernels, or 0
+    /// where a tensor has none: on an sm_90 module, where `gpu::layout::MmqTmaMap::of` takes the
+    /// tensors. Of those kernels only the ones with the SwiGLU epilogue read them
+    /// (gpu/src/moe/mmq/pipe/copy.rs).
     pub gate_map: u64,
     pub up_map: u64,
+    /// The same for the narrow kernels (their boxes: 8 rows of their slot).
+    pub gate_map_narrow: u64,
+    pub up_map_narrow: u64,
 }
 
 impl DeviceLayer {
@@ -77,6 +87,7 @@ impl DeviceLayer {
             up,
             down: up_tail(&w.down)?,
             maps: None,
+            have: [false; MAP_SLOTS],
         };
         // Tensor maps exist from CUDA 12.0's driver on (`cuTensorMapEncodeTiled`); the sm_90
         // module needs that driver anyway.
@@ -86,21 +97,33 @@ impl DeviceLayer {
         Ok(layer)
     }
 
-    /// Encodes and uploads the gate/up tensors' maps where `MmqTmaMap::of` takes them.
+    /// Encodes and uploads the gate/up tensors' maps where `MmqTmaMap::of` takes them: gate
+    /// and up (where separate) for the 128-row and flat kernels, then for the narrow ones.
     fn encode_maps(&mut self, gpu: &Gpu) -> Result<()> {
         let s = self.shape;
         let p = self.ptrs(gpu);
         let rows = if p.merged { 2 * s.ffn } else { s.ffn };
         let expert = p.gu_expert_bytes as usize;
-        let Some(m) = MmqTmaMap::of(s.gate_up_type, p.gu_row_bytes, rows, s.n_experts, expert)
-        else {
-            return Ok(());
-        };
-        let mut words = encode_tma_map(p.gate, &m)?.to_vec();
-        if !p.merged {
-            words.extend_from_slice(&encode_tma_map(p.up, &m)?);
+        let mut words = vec![0u64; MAP_SLOTS * TMA_MAP_BYTES / 8];
+        for (k, shape) in [MmqPipeShape::Wide, MmqPipeShape::Narrow]
+            .into_iter()
+            .enumerate()
+        {
+            let w = s.gate_up_type;
+            let Some(m) = MmqTmaMap::of(w, shape, p.gu_row_bytes, rows, s.n_experts, expert) else {
+                continue;
+            };
+            let tensors = if p.merged { 1 } else { 2 };
+            for (t, base) in [p.gate, p.up].into_iter().take(tensors).enumerate() {
+                let slot = 2 * k + t;
+                let at = slot * TMA_MAP_BYTES / 8;
+                words[at..at + TMA_MAP_BYTES / 8].copy_from_slice(&encode_tma_map(base, &m)?);
+                self.have[slot] = true;
+            }
         }
-        self.maps = Some(gpu.upload(&words)?);
+        if self.have.contains(&true) {
+            self.maps = Some(gpu.upload(&words)?);
+        }
         Ok(())
     }
 
@@ -117,17 +140,9 @@ impl DeviceLayer {
             ),
         };
         let down_row_bytes = s.down_type.row_bytes(s.ffn);
-        let (gate_map, up_map) = match &self.maps {
-            Some(m) => {
-                let a = dptr(m, st);
-                let up = if self.up.is_some() {
-                    a + TMA_MAP_BYTES as u64
-                } else {
-                    0
-                };
-                (a, up)
-            }
-            None => (0, 0),
+        let map = |slot: usize| match &self.maps {
+            Some(m) if self.have[slot] => dptr(m, st) + (slot * TMA_MAP_BYTES) as u64,
+            _ => 0,
         };
         LayerPtrs {
             gate,
@@ -138,8 +153,10 @@ impl DeviceLayer {
             down_expert_bytes: (s.hidden * down_row_bytes) as u64,
             down_row_bytes,
             merged: self.up.is_none(),
-            gate_map,
-            up_map,
+            gate_map: map(0),
+            up_map: map(1),
+            gate_map_narrow: map(2),
+            up_map_narrow: map(3),
         }
     }
 }

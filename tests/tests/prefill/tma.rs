@@ -13,11 +13,11 @@ use super::common::{check, small, split_pipeline};
 
 /// Every gate/up type whose rows are whole 16-byte pieces at hidden 512 (Q2_0's 144 bytes,
 /// IQ4_NL's 288, Q8_0's 544), separate and merged gate/up tensors, on the 128-row and flat
-/// kernels with the SwiGLU epilogue (tensor copies where the layer has the maps, and without:
-/// `MmqTma::Never`) and the flat kernel without it (never tensor copies): uniform routing at
-/// T = 1, 37, 512, 4113 and skewed at 512. On an sm_90 module the layer must have the maps
-/// (else the kernels would run their `cp.async` pieces and this test would check nothing
-/// new); below it, none.
+/// kernels with the SwiGLU epilogue and the narrow kernels with and without it (tensor copies
+/// where the layer has the maps, and without: `MmqTma::Never`) and the flat kernel without it
+/// (never tensor copies): uniform routing at T = 1, 37, 512, 4113 and skewed at 512. On an
+/// sm_90 module the layer must have the maps (else the kernels would run their `cp.async`
+/// pieces and this test would check nothing new); below it, none.
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn tensor_copies_of_the_gate_up_stages() {
@@ -44,11 +44,23 @@ fn tensor_copies_of_the_gate_up_stages() {
         let w = dev.ptrs(&gpu);
         assert_eq!(w.gate_map != 0, sm90, "{g:?}: the gate/up map");
         assert_eq!(w.up_map != 0, sm90 && !merged, "{g:?}: the up map");
+        assert_eq!(
+            w.gate_map_narrow != 0,
+            sm90,
+            "{g:?}: the narrow gate/up map"
+        );
+        assert_eq!(
+            w.up_map_narrow != 0,
+            sm90 && !merged,
+            "{g:?}: the narrow up map"
+        );
         let mut pfs = Vec::new();
         for (mmq, swiglu) in [
             (MmqChoice::Pipelined, SwigluAt::Epilogue),
             (MmqChoice::Flat, SwigluAt::Epilogue),
             (MmqChoice::Flat, SwigluAt::Kernel),
+            (MmqChoice::NarrowStreamed, SwigluAt::Epilogue),
+            (MmqChoice::NarrowStreamed, SwigluAt::Kernel),
         ] {
             // (The flat kernel without the epilogue ignores the maps: both its pipelines run
             // the same code.)

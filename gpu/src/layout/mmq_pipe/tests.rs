@@ -41,12 +41,23 @@ fn layouts_fit_their_budgets() {
             assert_eq!(sm.tiles, sm.acts + sm.na * sm.acts_bytes);
             assert_eq!(sm.bars, sm.tiles + 2 * sm.tile_bytes);
             assert!(sm.bars.is_multiple_of(MMQ_PIPE_BAR_BYTES));
-            let bars_end = sm.bars + sm.na * shape.bars_per_buffer() * MMQ_PIPE_BAR_BYTES;
-            assert!(sm.tables >= bars_end);
+            let mut bars_end = sm.bars + sm.na * shape.bars_per_buffer() * MMQ_PIPE_BAR_BYTES;
+            assert_eq!(sm.wbars, bars_end);
             if shape.in_registers() {
                 assert_eq!(sm.empty_bar(0), sm.bars + sm.na * MMQ_PIPE_BAR_BYTES);
                 assert_eq!(sm.empty_bar(sm.na - 1) + MMQ_PIPE_BAR_BYTES, bars_end);
             }
+            if shape == MmqPipeShape::Narrow {
+                // A weight barrier per warp and weight buffer after them.
+                let warps = MMQ_THREADS / 32;
+                assert_eq!(sm.weight_bar(0, 0), bars_end);
+                bars_end += sm.nw * warps * MMQ_PIPE_BAR_BYTES;
+                assert_eq!(
+                    sm.weight_bar(warps - 1, sm.nw - 1) + MMQ_PIPE_BAR_BYTES,
+                    bars_end
+                );
+            }
+            assert!(sm.tables >= bars_end);
             assert!(sm.tables.is_multiple_of(16) && sm.tables < bars_end + 16);
             assert_eq!(sm.total, sm.tables + w.lookup_table_bytes());
             assert!(sm.tiles.is_multiple_of(16) && sm.tile_bytes.is_multiple_of(16));

@@ -254,7 +254,8 @@ unsafe fn store(
 macro_rules! mmq_kernels {
     ($(($w:ident, $b:ident, $gate_up:ident, $down:ident, $fused:ident, $wide:ident,
         $pipe:ident, $narrow:ident, $pipe_sw:ident, $narrow_sw:ident, $flat:ident,
-        $flat_sw:ident, $c16:ident, $c32:ident, $c64:ident, $fast16:ident, $fast32:ident, $resident:ident)),* $(,)?) => {$(
+        $flat_sw:ident, $c16:ident, $c32:ident, $c64:ident, $fast16:ident, $fast32:ident, $resident:ident,
+        $narrow_tma:ident)),* $(,)?) => {$(
         /// MMQ gate/up product for one weight format; see the module doc.
         ///
         /// # Safety
@@ -283,7 +284,7 @@ macro_rules! mmq_kernels {
         #[unsafe(no_mangle)]
         pub unsafe extern "ptx-kernel" fn $pipe(p: MmqParams) {
             // SAFETY: forwarded contract.
-            unsafe { pipe::mmq_pipe::<$b, false, false, false>(&p) }
+            unsafe { pipe::mmq_pipe::<$b, false, false, false, false>(&p) }
         }
 
         /// The narrow pipelined MMQ product (16-row tiles; either product) for one weight
@@ -294,7 +295,7 @@ macro_rules! mmq_kernels {
         #[unsafe(no_mangle)]
         pub unsafe extern "ptx-kernel" fn $narrow(p: MmqParams) {
             // SAFETY: forwarded contract.
-            unsafe { pipe::mmq_pipe::<$b, true, false, false>(&p) }
+            unsafe { pipe::mmq_pipe::<$b, true, false, false, false>(&p) }
         }
 
         /// The narrow MMQ product's resident form (sm_90 modules: the tile's whole K
@@ -310,6 +311,21 @@ macro_rules! mmq_kernels {
             unsafe { pipe::mmq_resident::<$b>(&p) }
         }
 
+        /// The narrow pipelined MMQ product built with tensor copies only (sm_90 modules: each
+        /// warp's weight rows by `cp.async.bulk.tensor`, no `cp.async` pieces) for one weight
+        /// format; the host launches it in place of the narrow kernel where the layer has the
+        /// weight tensors' narrow maps; see gpu/src/moe/mmq/pipe/copy.rs.
+        ///
+        /// # Safety
+        /// As `pipe::mmq_pipe`, with `p.wmap0` (and `p.wmap1` where some row lies in `w1`) the
+        /// maps `layout::MmqTmaMap::of` gives for the narrow shape.
+        #[cfg(gpu_sm90)]
+        #[unsafe(no_mangle)]
+        pub unsafe extern "ptx-kernel" fn $narrow_tma(p: MmqParams) {
+            // SAFETY: forwarded contract.
+            unsafe { pipe::mmq_pipe::<$b, true, false, false, true>(&p) }
+        }
+
         /// The pipelined gate/up product with the SwiGLU + q8_1 epilogue (its output is H's
         /// D4 blocks, not gate and up) for one weight format; see gpu/src/moe/mmq/pipe/mod.rs.
         ///
@@ -318,7 +334,7 @@ macro_rules! mmq_kernels {
         #[unsafe(no_mangle)]
         pub unsafe extern "ptx-kernel" fn $pipe_sw(p: MmqParams) {
             // SAFETY: forwarded contract.
-            unsafe { pipe::mmq_pipe::<$b, false, false, true>(&p) }
+            unsafe { pipe::mmq_pipe::<$b, false, false, true, true>(&p) }
         }
 
         /// The narrow form of the gate/up product with the SwiGLU + q8_1 epilogue; see
@@ -329,7 +345,7 @@ macro_rules! mmq_kernels {
         #[unsafe(no_mangle)]
         pub unsafe extern "ptx-kernel" fn $narrow_sw(p: MmqParams) {
             // SAFETY: forwarded contract.
-            unsafe { pipe::mmq_pipe::<$b, true, false, true>(&p) }
+            unsafe { pipe::mmq_pipe::<$b, true, false, true, false>(&p) }
         }
 
         /// The flat pipelined MMQ product (64 weight rows x 128 columns a CTA; either product)
@@ -340,7 +356,7 @@ macro_rules! mmq_kernels {
         #[unsafe(no_mangle)]
         pub unsafe extern "ptx-kernel" fn $flat(p: MmqParams) {
             // SAFETY: forwarded contract.
-            unsafe { pipe::mmq_pipe::<$b, false, true, false>(&p) }
+            unsafe { pipe::mmq_pipe::<$b, false, true, false, false>(&p) }
         }
 
         /// The flat form of the gate/up product with the SwiGLU + q8_1 epilogue; see
@@ -351,7 +367,7 @@ macro_rules! mmq_kernels {
         #[unsafe(no_mangle)]
         pub unsafe extern "ptx-kernel" fn $flat_sw(p: MmqParams) {
             // SAFETY: forwarded contract.
-            unsafe { pipe::mmq_pipe::<$b, false, true, true>(&p) }
+            unsafe { pipe::mmq_pipe::<$b, false, true, true, true>(&p) }
         }
     )*};
 }

@@ -179,7 +179,8 @@ impl MmqKernel {
     /// Opts a pipelined kernel, and its form with the SwiGLU epilogue, into its shared memory
     /// (the classic one needs no opt-in); with the narrow kernel, its resident form
     /// (`moe_mmq_resident_<type>`) into `resident` bytes where that is not 0
-    /// (`MmqKernels::resident_smem`).
+    /// (`MmqKernels::resident_smem`), and its instance with tensor copies
+    /// (`moe_mmq_narrow_tma_<type>`) where the module has it.
     pub fn prepare(self, k: &FormatKernels, resident: usize) -> Result<()> {
         let (fs, smem) = match self {
             MmqKernel::Classic => return Ok(()),
@@ -197,8 +198,14 @@ impl MmqKernel {
         for f in fs {
             opt_in(f.0, smem)?;
         }
-        if matches!(self, MmqKernel::Narrow { .. }) && resident > 0 {
-            opt_in(k.mmq_resident()?.0, resident)?;
+        if matches!(self, MmqKernel::Narrow { .. }) {
+            if resident > 0 {
+                opt_in(k.mmq_resident()?.0, resident)?;
+            }
+            // Its instance with tensor copies (same layout) where the module has it.
+            if let Ok((f, _)) = k.mmq_narrow_tma() {
+                opt_in(f, smem)?;
+            }
         }
         Ok(())
     }

@@ -12,6 +12,12 @@
 //!   `Cta::tma_row`) that complete on the step's transaction barrier with its activations, in
 //!   place of the pieces: the other threads issue no copy at all. H200, Q2_0 / Q2_0 at
 //!   T = 8,192: the gate/up kernel 2.435 -> 2.308 ms (BENCHMARKS.md).
+//! - Weights by tensor copies in the narrow kernel built with them (`moe_mmq_narrow_tma_<type>`,
+//!   sm_90, launched where the host gives the narrow maps): each warp's first lane copies the
+//!   warp's 16 rows as two boxes of `layout::MMQ_TMA_NARROW_BOX_ROWS` rows, each row its
+//!   stage slot wide (the pieces' layout), onto a weight barrier of the warp's own
+//!   (`MmqPipeSmem::weight_bar`). H200, Q2_0 / Q2_0 at T = 512: the gate/up kernel 0.310 ->
+//!   0.291 ms (BENCHMARKS.md).
 //! - Activations on sm_90 (cfg `gpu_sm90`): the tile's columns are consecutive blocks of `x`, so
 //!   one thread copies the step's blocks in one bulk copy (`cp.async.bulk`) that completes on
 //!   the step's transaction barrier (`MmqPipeSmem::bars`, one per activation buffer, one
@@ -34,13 +40,13 @@ use crate::layout::{MMQ_PIPE_BAR_ARRIVALS, MMQ_PIPE_BAR_BYTES, MMQ_TMA_BOX_ROWS,
 #[cfg(not(gpu_sm90))]
 use crate::layout::{MMQ_SMEM_ROW, Q8_1_MMQ_PIECES};
 #[cfg(gpu_sm90)]
-use crate::ptx::sync_warp;
-#[cfg(gpu_sm90)]
 use crate::ptx::{
     bulk_copy, fence_mbar_init, mbar_arrive, mbar_arrive_expect_tx, mbar_init, mbar_wait,
     tma_load_3d,
 };
 use crate::ptx::{cp_async_16, cp_async_commit, cp_async_wait, sync_threads, tid_x};
+#[cfg(gpu_sm90)]
+use crate::ptx::{sync_warp, warp_uniform};
 
 /// The thread that issues the activations' bulk copy (sm_90): the first of the second half.
 #[cfg(gpu_sm90)]
@@ -62,21 +68,35 @@ fn stage_len<B: WeightBlock>(p: &MmqParams, c: &Cta, j: u32) -> u32 {
     srb
 }
 
-/// Whether a CTA of `shape` copies its raw weight stages by tensor copies: on sm_90, in a
-/// kernel built with them (`built`: those with the SwiGLU epilogue, the gate/up product's,
-/// whose rows are whole 16-byte pieces at the reference shape), a shape with decoded tiles
-/// (wide, flat), where the host gave the maps of the product's weight tensors
-/// (`MmqParams::wmap0`, and `wmap1` where some row lies in `w1`). The kernels without the
-/// epilogue are built without them: on the H200 the flat Q2_0 kernel built with them (their
-/// test in its decode) was 6 % slower at T = 16,384 with them off and as slow with them on
-/// (BENCHMARKS.md).
+/// Whether a CTA of `shape` copies its raw weight stages by tensor copies, in a kernel built
+/// with them (`built`), on sm_90:
+/// - 128-row and flat shapes (decoded tiles): where the host gave the maps of the product's
+///   weight tensors ([`maps_given`]). Built so: the kernels with the SwiGLU epilogue. The ones
+///   without it are built without them: on the H200 the flat Q2_0 kernel built with them
+///   (their test in its decode) was 6 % slower at T = 16,384 with them off and as slow with
+///   them on (BENCHMARKS.md).
+/// - Narrow shape: always, a constant (`moe_mmq_narrow_tma_<type>`, launched only with the
+///   maps): each warp's first lane copies the warp's rows as two boxes that complete on the
+///   warp's weight barrier ([`issue_warp`], [`wait_in_regs`]), in the pieces' layout (a row's
+///   window at `slot` bytes), so the products read it as before. Built with a runtime test
+///   instead, its pieces ran 9 % slower (BENCHMARKS.md).
+/// - Tall shape: never.
 #[inline(always)]
 pub(super) fn tma_here(p: &MmqParams, shape: MmqPipeShape, built: bool) -> bool {
     cfg!(gpu_sm90)
         && built
-        && !shape.in_registers()
-        && p.wmap0 != 0
-        && (p.n_split >= p.n || p.wmap1 != 0)
+        && match shape {
+            MmqPipeShape::Narrow => true,
+            MmqPipeShape::Wide | MmqPipeShape::Flat => maps_given(p),
+            MmqPipeShape::Tall => false,
+        }
+}
+
+/// Whether the host gave the maps of the product's weight tensors: `MmqParams::wmap0`, and
+/// `wmap1` where some row lies in `w1`.
+#[inline(always)]
+pub(super) fn maps_given(p: &MmqParams) -> bool {
+    p.wmap0 != 0 && (p.n_split >= p.n || p.wmap1 != 0)
 }
 
 /// Prepares the copies (sm_90: initializes the step barriers) and ends with a CTA barrier.
@@ -93,6 +113,13 @@ pub(super) unsafe fn setup(c: &Cta) {
             if c.shape.in_registers() {
                 // SAFETY: as above (the layout's empty barriers: `MmqPipeSmem::empty_bar`).
                 unsafe { mbar_init(empty(c, i), MMQ_THREADS as u32) };
+            }
+        }
+        if c.tma && matches!(c.shape, MmqPipeShape::Narrow) {
+            for i in 0..(c.sm.nw * MMQ_THREADS / 32) as u32 {
+                // SAFETY: as above (the layout's weight barriers, `MmqPipeSmem::wbars`): one
+                // arrival a phase, the warp's first lane's with its boxes' bytes.
+                unsafe { mbar_init(c.base + c.sm.wbars as u32 + 8 * i, 1) };
             }
         }
         fence_mbar_init();
@@ -133,7 +160,47 @@ pub(super) unsafe fn issue_warp<B: WeightBlock>(p: &MmqParams, c: &Cta, j: u32) 
     let tid = tid_x();
     let (warp, lane) = (tid / 32, tid % 32);
     let sub = c.shape.stage_steps(B::WTYPE) as u32;
-    if j % sub == 0 {
+    if j % sub == 0 && c.tma {
+        // The boxes' operands from warp-uniform values (`warp_uniform`), so that ptxas keeps
+        // them in uniform registers rather than looping over the lanes' values.
+        let warp = warp_uniform(warp);
+        let expert = warp_uniform(c.tile.expert);
+        if lane == 0 {
+            // The warp's 16 rows as two boxes of 8 (`layout::MMQ_TMA_NARROW_BOX_ROWS`): tile
+            // rows 16 warp .. + 8 and 16 warp + 8 .. + 8, weight rows `first_row + 16 warp`
+            // and `+ 8`, or with the SwiGLU epilogue gate and up rows of features
+            // `first_row + 8 warp ..` (`Cta::row_addr`).
+            let (x, _) = MmqTmaMap::stage_box_of(B::WTYPE, c.shape, j / sub);
+            let slot = c.sm.slot as u32;
+            let b = c.base
+                + c.sm
+                    .weight_bar(warp as usize, ((j / sub) % c.sm.nw as u32) as usize)
+                    as u32;
+            let dst = c.raw(j, sub) + WARP_ROWS * warp * slot;
+            // SAFETY: the layout's weight barrier of this warp and buffer, whose previous
+            // phase this warp waited for before its products of that stage ([`wait_in_regs`]);
+            // the warp's rows of the stage buffer are free (the contract); the maps describe w0
+            // and w1 (`tma_here`), each box's 8 rows lie in one of them (their row counts are
+            // multiples of 32, the boxes start at multiples of 8); the boxes land at multiples
+            // of 128 bytes (8 rows of a 16-byte multiple `slot`, from a 128-aligned buffer).
+            unsafe {
+                mbar_arrive_expect_tx(b, 2 * 8 * slot);
+                for h in 0..2u32 {
+                    let r = if c.swiglu {
+                        h * (p.n / 2) + c.first_row + 8 * warp
+                    } else {
+                        c.first_row + WARP_ROWS * warp + 8 * h
+                    };
+                    let (map, y) = if r < p.n_split {
+                        (p.wmap0, r)
+                    } else {
+                        (p.wmap1, r - p.n_split)
+                    };
+                    tma_load_3d(dst + 8 * h * slot, map, x, y, expert, b);
+                }
+            }
+        }
+    } else if j % sub == 0 {
         // Two lanes a row: lane `2 r + h` copies pieces h, h + 2, ... of the warp's row r, so a
         // lane keeps one row address.
         let t = WARP_ROWS * warp + lane / 2;
@@ -206,6 +273,28 @@ pub(super) fn in_regs_barrier() {
     sync_warp();
     #[cfg(not(gpu_sm90))]
     sync_threads();
+}
+
+/// [`wait`] for regs.rs's K loop: with tensor copies (sm_90) also, where `j` starts a stage,
+/// the warp's weight barrier of the stage's buffer (its boxes; `issue_warp`).
+///
+/// # Safety
+/// As [`wait`].
+#[inline(always)]
+pub(super) unsafe fn wait_in_regs<B: WeightBlock>(c: &Cta, j: u32, ahead: u32) {
+    // SAFETY: forwarded contract.
+    unsafe { wait(c, j, ahead) };
+    #[cfg(gpu_sm90)]
+    {
+        let sub = c.shape.stage_steps(B::WTYPE) as u32;
+        if c.tma && j % sub == 0 {
+            let (st, nw) = (j / sub, c.sm.nw as u32);
+            let b = c.base + c.sm.weight_bar((tid_x() / 32) as usize, (st % nw) as usize) as u32;
+            // SAFETY: the warp's first lane armed this phase when it issued the stage (every
+            // thread issued step j: the contract).
+            unsafe { mbar_wait(b, (st / nw) % 2) };
+        }
+    }
 }
 
 /// Every thread's arrival on K step `j`'s activation buffer's empty barrier, past its product

@@ -12,7 +12,10 @@
 //!   ahead, into rings of their own (a weight stage is free once decoded, activations once
 //!   multiplied): the activations in bulk copies on transaction barriers on sm_90, 16-byte
 //!   `cp.async` below; the weights in 16-byte `cp.async` pieces (on sm_90 the narrow kernel's
-//!   warps each copy their own rows' and wait with a warp barrier only: regs.rs).
+//!   warps each copy their own rows' and wait with a warp barrier only: regs.rs; in
+//!   `moe_mmq_narrow_tma_<type>` each warp's first lane copies them by tensor copies, and in
+//!   the 128-row and flat kernels with the SwiGLU epilogue one thread copies the stage so,
+//!   where the host gives the maps: copy.rs).
 //! - Decode (tiles.rs): two decoded tiles (int8 weights, weight scales, activation scales). While the
 //!   warps multiply K step j from one, they decode step j + 1 into the other: one barrier per
 //!   K step, and a warp's decode overlaps the other warps' `mma`s.
@@ -82,7 +85,9 @@ unsafe fn ld4(addr: u32) -> [f32; 4] {
 
 /// The pipelined product for weight format `B`, the narrow shape, the flat one or `B`'s
 /// 64-column one (`MmqPipeShape::wide_of`; see the module doc);
-/// with `SWIGLU` the gate/up product with the SwiGLU + q8_1 epilogue (swiglu.rs).
+/// with `SWIGLU` the gate/up product with the SwiGLU + q8_1 epilogue (swiglu.rs); with `TMA`
+/// built with tensor copies of the weight stages (copy.rs's `tma_here`: the 128-row and flat
+/// shapes where the host gives the maps, the narrow shape always).
 ///
 /// # Safety
 /// Parameters and buffers as `layout::MmqParams` describes, with the weight buffers readable
@@ -91,9 +96,17 @@ unsafe fn ld4(addr: u32) -> [f32; 4] {
 /// (of at most `shape.cols()` columns) along x and `n / shape.rows()` along y (taken in
 /// `p.order`); `k` a multiple of the type's own stage (`128 fused_sub_steps`; a longer stage,
 /// `MmqPipeShape::stage_steps`, may end past `k`: its rows' copies stop there). With `SWIGLU`:
-/// as `swiglu::store` requires.
+/// as `swiglu::store` requires. The narrow shape with `TMA`: `p.wmap0` (and `p.wmap1` where
+/// some row lies in `w1`) the maps `layout::MmqTmaMap::of` gives for it (a CTA without them
+/// returns without writing).
 #[inline(always)]
-pub unsafe fn mmq_pipe<B: WeightBlock, const NARROW: bool, const FLAT: bool, const SWIGLU: bool>(
+pub unsafe fn mmq_pipe<
+    B: WeightBlock,
+    const NARROW: bool,
+    const FLAT: bool,
+    const SWIGLU: bool,
+    const TMA: bool,
+>(
     p: &MmqParams,
 ) {
     let shape = if NARROW {
@@ -131,10 +144,13 @@ pub unsafe fn mmq_pipe<B: WeightBlock, const NARROW: bool, const FLAT: bool, con
         swiglu: SWIGLU,
         row_bytes: p.row_bytes,
         first_row,
-        tma: copy::tma_here(p, shape, SWIGLU),
+        tma: copy::tma_here(p, shape, TMA),
         sm: MmqPipeSmem::of(B::WTYPE, shape),
         base: smem_base(),
     };
+    if NARROW && TMA && !copy::maps_given(p) {
+        return; // launched without the maps it needs (the host's error): nothing written
+    }
     let nk = p.k / MMQ_KSTEP as u32;
     let lead = c.sm.lead as u32;
     if lead == 0 {

@@ -70,7 +70,7 @@ pub(super) unsafe fn k_loop<B: WeightBlock, const TALL: bool>(
     }
     for j in 0..nk {
         // SAFETY: step j was issued by every thread; steps j + 1 ..= j + lead closed after it.
-        unsafe { copy::wait(c, j, lead) };
+        unsafe { copy::wait_in_regs::<B>(c, j, lead) };
         // Step j's pieces visible to the threads that read them; every one of those past step
         // j - 1's product.
         copy::in_regs_barrier();

@@ -9,10 +9,10 @@ use crate::moe::layer::LayerPtrs;
 /// tensor copies ([`MmqTma`]): `auto` (the default) or `never`.
 pub const MMQ_TMA_VAR: &str = "MOE_MMQ_TMA";
 
-/// Whether the 128-row and flat pipelined gate/up kernels with the SwiGLU epilogue copy their
-/// raw weight stages by tensor copies. Both give the same bytes. `Auto`: wherever the layer has
-/// the product's tensor maps (an sm_90 module, row and expert strides of whole 16-byte pieces:
-/// `LayerPtrs::gate_map`);
+/// Whether the pipelined gate/up kernels with the SwiGLU epilogue (128-row, flat) and the
+/// narrow ones copy their raw weight stages by tensor copies. Both give the same bytes. `Auto`:
+/// wherever the layer has the product's tensor maps (an sm_90 module, row and expert strides of
+/// whole 16-byte pieces: `LayerPtrs::gate_map`);
 /// `Never`: 16-byte `cp.async` pieces spread over the CTA's threads, as before tensor copies.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum MmqTma {
@@ -35,11 +35,13 @@ impl MmqTma {
         env::choice(MMQ_TMA_VAR, v, &Self::NAMES)
     }
 
-    /// The gate/up product's maps (`MmqParams::wmap0`, `wmap1`), or zeros.
-    pub fn gate_up(self, w: &LayerPtrs) -> (u64, u64) {
-        match self {
-            MmqTma::Auto => (w.gate_map, w.up_map),
-            MmqTma::Never => (0, 0),
+    /// The gate/up product's maps (`MmqParams::wmap0`, `wmap1`) for the narrow kernels or the
+    /// others, or zeros.
+    pub fn gate_up(self, w: &LayerPtrs, narrow: bool) -> (u64, u64) {
+        match (self, narrow) {
+            (MmqTma::Auto, false) => (w.gate_map, w.up_map),
+            (MmqTma::Auto, true) => (w.gate_map_narrow, w.up_map_narrow),
+            (MmqTma::Never, _) => (0, 0),
         }
     }
 
@@ -50,10 +52,18 @@ impl MmqTma {
         let pieces = "16-byte cp.async pieces";
         if self == MmqTma::Never {
             format!("weight copies: {pieces} ({MMQ_TMA_VAR}=never)")
-        } else if w.gate_map != 0 {
-            "weight copies: tensor copies (cp.async.bulk.tensor) in the gate/up kernels with the \
-             SwiGLU epilogue; 16-byte cp.async pieces in the others"
-                .to_string()
+        } else if w.gate_map != 0 || w.gate_map_narrow != 0 {
+            let which = match (w.gate_map != 0, w.gate_map_narrow != 0) {
+                (true, true) => {
+                    "the gate/up kernels with the SwiGLU epilogue and the narrow one without it"
+                }
+                (true, false) => "the gate/up kernels with the SwiGLU epilogue",
+                _ => "the narrow gate/up kernel without the SwiGLU epilogue",
+            };
+            format!(
+                "weight copies: tensor copies (cp.async.bulk.tensor) in {which}; 16-byte \
+                 cp.async pieces in the others"
+            )
         } else if ptx_arch < 90 {
             format!(
                 "weight copies: {pieces} (tensor copies need the sm_90 module; this is \
@@ -96,6 +106,8 @@ mod tests {
             merged: true,
             gate_map: 0,
             up_map: 0,
+            gate_map_narrow: 0,
+            up_map_narrow: 0,
         };
         let line = MmqTma::Auto.describe(&w, 90);
         assert!(
@@ -106,12 +118,22 @@ mod tests {
         assert!(line.contains("sm_80"), "{line}");
         let with = LayerPtrs {
             gate_map: 1 << 12,
+            gate_map_narrow: 1 << 13,
             ..w
         };
+        let line = MmqTma::Auto.describe(&with, 90);
         assert!(
-            MmqTma::Auto
-                .describe(&with, 90)
-                .contains("tensor copies (cp.async.bulk.tensor)")
+            line.contains("tensor copies (cp.async.bulk.tensor)") && line.contains("narrow"),
+            "{line}"
+        );
+        let wide_only = LayerPtrs {
+            gate_map_narrow: 0,
+            ..with
+        };
+        let line = MmqTma::Auto.describe(&wide_only, 90);
+        assert!(
+            line.contains("epilogue") && !line.contains("narrow"),
+            "{line}"
         );
         assert!(
             MmqTma::Never

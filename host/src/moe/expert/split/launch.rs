@@ -10,6 +10,7 @@ use gpu::layout::{
 use super::{Product, SplitPlan};
 use crate::device::{Gpu, KArg, dptr};
 use crate::error::{DriverOp, Result};
+use crate::moe::expert::mmq::MmqKernel;
 use crate::moe::expert::{ExpertIo, check_rows, ws};
 use crate::moe::layer::DeviceLayer;
 use crate::moe::swiglu_quant::SwigluQuantPlan;
@@ -40,7 +41,14 @@ impl SplitPlan {
         } else {
             (dptr(&self.gu, st), 2 * s.ffn as u32)
         };
-        let (wmap0, wmap1) = self.mmq_tma.gate_up(&w);
+        // The narrow kernel takes the maps only without the epilogue (its instance with tensor
+        // copies, `product`); the others only with it (copy.rs's `tma_here`).
+        let narrow = matches!(self.mmq_kernels[0], MmqKernel::Narrow { .. });
+        let (wmap0, wmap1) = if narrow == epilogue {
+            (0, 0)
+        } else {
+            self.mmq_tma.gate_up(&w, narrow)
+        };
         let gu_p = MmqParams {
             w0: w.gate,
             w1: if w.merged { 0 } else { w.up },
@@ -167,12 +175,18 @@ impl SplitPlan {
         if n_tiles == 0 {
             return Ok(());
         }
-        // The resident form is a kernel of its own (`moe_mmq_resident_<type>`).
-        let resident;
+        // The resident form is a kernel of its own (`moe_mmq_resident_<type>`), and so is the
+        // narrow kernel with tensor copies (`moe_mmq_narrow_tma_<type>`, where the narrow
+        // kernel without the epilogue has the maps: `queue`).
+        let own;
+        let w = [self.shape.gate_up_type, self.shape.down_type][which];
+        let narrow = matches!(self.mmq_kernels[which], MmqKernel::Narrow { .. });
         let (func, name) = if prod == Product::Mmq && p.resident > 0 {
-            let w = [self.shape.gate_up_type, self.shape.down_type][which];
-            resident = gpu.kernels.format(w)?.mmq_resident()?;
-            (resident.0, resident.1)
+            own = gpu.kernels.format(w)?.mmq_resident()?;
+            (own.0, own.1)
+        } else if prod == Product::Mmq && narrow && p.wmap0 != 0 {
+            own = gpu.kernels.format(w)?.mmq_narrow_tma()?;
+            (own.0, own.1)
         } else {
             (func, name)
         };
