@@ -60,6 +60,12 @@ pub struct LayerPtrs {
     pub up_map_narrow: u64,
 }
 
+/// Whether layers on `gpu` get tensor maps: the sm_90 module, and CUDA 12.0's driver or newer
+/// (`cuTensorMapEncodeTiled`'s first; the sm_90 module needs that driver anyway).
+fn maps_on(gpu: &Gpu) -> bool {
+    gpu.info.ptx_arch >= 90 && gpu.info.driver_version >= 12000
+}
+
 impl DeviceLayer {
     /// Copies the layer's weights to the device once (each buffer followed by
     /// [`WEIGHT_TAIL_BYTES`] zero bytes), each tensor in its type's device layout
@@ -89,12 +95,28 @@ impl DeviceLayer {
             maps: None,
             have: [false; MAP_SLOTS],
         };
-        // Tensor maps exist from CUDA 12.0's driver on (`cuTensorMapEncodeTiled`); the sm_90
-        // module needs that driver anyway.
-        if gpu.info.ptx_arch >= 90 && gpu.info.driver_version >= 12000 {
+        if maps_on(gpu) {
             layer.encode_maps(gpu)?;
         }
         Ok(layer)
+    }
+
+    /// Whether a layer of shape `s` uploaded to `gpu` has the narrow kernels' gate/up maps
+    /// (`LayerPtrs::gate_map_narrow`), so that its narrow gate/up product runs by tensor copies
+    /// (`moe_mmq_narrow_tma_<type>`), for separate gate and up tensors (a merged tensor, twice
+    /// the rows, has them wherever these do).
+    pub fn has_narrow_gate_up_maps(gpu: &Gpu, s: &MoeShape) -> bool {
+        let row_bytes = s.gate_up_type.row_bytes(s.hidden);
+        maps_on(gpu)
+            && MmqTmaMap::of(
+                s.gate_up_type,
+                MmqPipeShape::Narrow,
+                row_bytes,
+                s.ffn,
+                s.n_experts,
+                s.ffn * row_bytes,
+            )
+            .is_some()
     }
 
     /// Encodes and uploads the gate/up tensors' maps where `MmqTmaMap::of` takes them: gate

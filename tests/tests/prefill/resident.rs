@@ -128,14 +128,18 @@ fn narrow_resident_form() {
 
 /// Under `auto` each product takes narrow tiles up to its own bound of rows per expert: a
 /// product the resident form can run up to its type's (`narrow_resident_max_rows`: 32 for
-/// IQ4_NL), the others up to `NARROW_MAX_ROWS_PER_EXPERT`. With hidden 2,560 the gate/up
-/// product has no resident layout and the down product (K = 128) has one, so between the two
-/// bounds the products run on tile lists of different widths in one layer. 16 experts, top-4,
-/// at 9, 32, 33 and 41 rows per expert, every byte against the reference.
+/// IQ4_NL), a gate/up product by tensor copies up to its type's (`narrow_tma_max_rows`: 28 for
+/// Q2_0, where the layer has the narrow maps: sm_90), the others up to
+/// `NARROW_MAX_ROWS_PER_EXPERT`. With hidden 2,560 the gate/up product has no resident layout
+/// and the down product (K = 128) has one, so between the bounds the products run on tile
+/// lists of different widths in one layer. 16 experts, top-4, at 9, 25, 32, 33 and 41 rows per
+/// expert, every byte against the reference.
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn auto_tile_widths_per_product() {
-    use host::moe::expert::mmq::{NARROW_MAX_ROWS_PER_EXPERT, narrow_resident_max_rows};
+    use host::moe::expert::mmq::{
+        NARROW_MAX_ROWS_PER_EXPERT, narrow_resident_max_rows, narrow_tma_max_rows,
+    };
     let gpu = gpu();
     let sd = seed("auto_tile_widths_per_product");
     let bulk = host::ptx::has_bulk(gpu.info.ptx_arch);
@@ -154,7 +158,18 @@ fn auto_tile_widths_per_product() {
         ..SplitOptions::default()
     };
     let mut pf = split_pipeline(&gpu, &s, 164, [Product::Mmq; 2], o);
-    for t in [37, 128, 132, 164] {
+    let tma = DeviceLayer::has_narrow_gate_up_maps(&gpu, &s);
+    assert_eq!(
+        tma, bulk,
+        "Q2_0 gate/up rows of 720 bytes: narrow maps on sm_90"
+    );
+    assert_eq!(dev.ptrs(&gpu).gate_map_narrow != 0, tma);
+    let gate_up_bound = if tma {
+        narrow_tma_max_rows(s.gate_up_type)
+    } else {
+        NARROW_MAX_ROWS_PER_EXPERT
+    };
+    for t in [37, 100, 128, 132, 164] {
         let per_expert = t * s.top_k / s.n_experts;
         let r = synth::routing(t, s.n_experts, s.top_k, Popularity::Uniform, sd ^ t as u64);
         let label = format!("q2_0/iq4_nl auto T={t} ({per_expert} rows per expert)");
@@ -172,7 +187,7 @@ fn auto_tile_widths_per_product() {
         let narrow = |p: &str| p.contains("narrow kernel");
         assert_eq!(
             narrow(gate_up),
-            per_expert <= NARROW_MAX_ROWS_PER_EXPERT,
+            per_expert <= gate_up_bound,
             "{label}: {desc}"
         );
         let down_bound = if bulk {

@@ -52,6 +52,21 @@ pub const NARROW_MAX_ROWS_PER_EXPERT: usize = 12;
 /// [`NARROW_RESIDENT_MAX_ROWS_IQ4_NL`].
 pub const NARROW_RESIDENT_MAX_ROWS_PER_EXPERT: usize = 40;
 
+/// The bound of rows per expert for a gate/up product whose narrow kernel copies its weights by
+/// tensor copies (`moe_mmq_narrow_tma_<type>`: sm_90, the layer's narrow maps), for weight type
+/// `w`: each narrow tile decodes the expert's rows again, but these copies make the narrow
+/// kernel cheaper. Measured on the H200 at the reference shape (BENCHMARKS.md; gate/up ms, wide
+/// kernel -> narrow by tensor copies): Q2_0 0.591 -> 0.526 at 22.5 rows per expert, 0.601 ->
+/// 0.563 at 25, the layer 1.077 -> 1.086 at 30; IQ4_NL 0.685 -> 0.634 at 16.25, 0.696 -> 0.691
+/// at 17.5, 0.715 -> 0.769 at 20. Other types (not measured): [`NARROW_MAX_ROWS_PER_EXPERT`].
+pub fn narrow_tma_max_rows(w: WType) -> usize {
+    match w {
+        WType::Q2_0 => 28,
+        WType::Iq4Nl => 18,
+        _ => NARROW_MAX_ROWS_PER_EXPERT,
+    }
+}
+
 /// [`NARROW_RESIDENT_MAX_ROWS_PER_EXPERT`] for IQ4_NL, whose wide kernel overtakes the resident
 /// narrow one sooner (its rows take one weight buffer: `MmqResidentSmem::wbufs`). Measured on
 /// the H200 (the down product at the reference shape, narrow resident / wide, ms): 0.446 /
@@ -283,12 +298,16 @@ fn resident_form(bulk: bool, choice: MmqChoice, w: WType, k: usize) -> bool {
 }
 
 impl MmqKernels {
-    /// `types`: the weight type of each product; `ks`: its K (values per weight row).
+    /// `types`: the weight type of each product; `ks`: its K (values per weight row);
+    /// `gate_up_tma`: the gate/up product's narrow kernel copies by tensor copies (the layer's
+    /// narrow maps: `DeviceLayer::has_narrow_gate_up_maps`), so it takes narrow tiles up to
+    /// [`narrow_tma_max_rows`] of its type.
     pub fn new(
         types: [WType; 2],
         ks: [usize; 2],
         dev: &DeviceLimits,
         choice: MmqChoice,
+        gate_up_tma: bool,
     ) -> MmqKernels {
         let wide = types.map(|w| MmqKernel::choose(w, dev, choice));
         let takes = match choice {
@@ -313,6 +332,8 @@ impl MmqKernels {
         let narrow_max = [0, 1].map(|i| {
             if resident_form(bulk, choice, types[i], ks[i]) {
                 narrow_resident_max_rows(types[i])
+            } else if i == 0 && gate_up_tma && bulk {
+                narrow_tma_max_rows(types[i])
             } else {
                 NARROW_MAX_ROWS_PER_EXPERT
             }
@@ -365,8 +386,9 @@ impl MmqKernels {
     }
 
     /// The kernels of a run of `n_rows` rows over `n_experts` experts: each product's narrow
-    /// kernel up to its bound of rows per expert (`NARROW_MAX_ROWS_PER_EXPERT`, or
-    /// `narrow_resident_max_rows` of its type where it runs resident), or at every row count
+    /// kernel up to its bound of rows per expert (`NARROW_MAX_ROWS_PER_EXPERT`,
+    /// `narrow_resident_max_rows` of its type where it runs resident, or `narrow_tma_max_rows`
+    /// for a gate/up product by tensor copies), or at every row count
     /// when narrow tiles are forced; its flat kernel where [`flat_pays`] for its type, or at
     /// every row count when flat tiles are forced; else the wide one.
     pub fn for_run(&self, n_rows: usize, n_experts: usize) -> [MmqKernel; 2] {

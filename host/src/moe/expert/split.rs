@@ -77,11 +77,14 @@ impl SplitPlan {
     ) -> Result<Self> {
         let rows = cap_rows.max(1);
         let dev = gpu.limits();
+        // The narrow gate/up kernel by tensor copies takes more rows per expert.
+        let gate_up_tma = opts.tma == MmqTma::Auto && DeviceLayer::has_narrow_gate_up_maps(gpu, s);
         let mmq = MmqKernels::new(
             [s.gate_up_type, s.down_type],
             [s.hidden, s.ffn],
             &dev,
             opts.mmq,
+            gate_up_tma,
         );
         let lists = if choice.may_use(Product::Mmq) {
             eligible(Product::Mmq, s)?;

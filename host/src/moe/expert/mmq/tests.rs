@@ -26,7 +26,7 @@ fn resident_products_take_narrow_tiles_up_to_their_bound() {
         MmqKernel::choose(WType::Q2_0, &d, MmqChoice::Auto),
     );
     let e = 512;
-    let auto = MmqKernels::new(q2, REF, &d, MmqChoice::Auto);
+    let auto = MmqKernels::new(q2, REF, &d, MmqChoice::Auto, false);
     let at = |r: usize| r * e;
     assert_eq!(auto.for_run(at(NARROW_MAX_ROWS_PER_EXPERT), e), [n, n]);
     // The down product (resident at K = 640) keeps narrow tiles up to its own bound.
@@ -40,7 +40,7 @@ fn resident_products_take_narrow_tiles_up_to_their_bound() {
         [w, w]
     );
     // IQ4_NL's down product up to its own bound.
-    let iq4 = MmqKernels::new([WType::Q2_0, WType::Iq4Nl], REF, &d, MmqChoice::Auto);
+    let iq4 = MmqKernels::new([WType::Q2_0, WType::Iq4Nl], REF, &d, MmqChoice::Auto, false);
     let n4 = MmqKernel::narrow(WType::Iq4Nl, &d).unwrap();
     let w4 = MmqKernel::choose(WType::Iq4Nl, &d, MmqChoice::Auto);
     assert_eq!(iq4.for_run(at(NARROW_RESIDENT_MAX_ROWS_IQ4_NL), e), [w, n4]);
@@ -49,14 +49,45 @@ fn resident_products_take_narrow_tiles_up_to_their_bound() {
         [w, w4]
     );
     // Not where the form cannot run: streamed by choice, no bulk copies, no layout.
-    let streamed = MmqKernels::new(q2, REF, &d, MmqChoice::NarrowStreamed);
+    let streamed = MmqKernels::new(q2, REF, &d, MmqChoice::NarrowStreamed, false);
     assert_eq!(streamed.for_run(at(100), e), [n, n]);
     let sm80 = DeviceLimits { ptx_arch: 80, ..d };
-    let old = MmqKernels::new(q2, REF, &sm80, MmqChoice::Auto);
+    let old = MmqKernels::new(q2, REF, &sm80, MmqChoice::Auto, false);
     assert_eq!(old.for_run(at(NARROW_MAX_ROWS_PER_EXPERT) + 1, e), [w, w]);
-    let q8 = MmqKernels::new([WType::Q8_0; 2], REF, &d, MmqChoice::Auto);
+    let q8 = MmqKernels::new([WType::Q8_0; 2], REF, &d, MmqChoice::Auto, false);
     let w8 = MmqKernel::choose(WType::Q8_0, &d, MmqChoice::Auto);
     assert_eq!(q8.for_run(at(NARROW_MAX_ROWS_PER_EXPERT) + 1, e), [w8, w8]);
+}
+
+/// A gate/up product whose narrow kernel copies by tensor copies takes narrow tiles up to its
+/// type's own bound (sm_90); the down product and the other types keep theirs.
+#[test]
+fn narrow_tensor_copies_take_more_rows() {
+    let d = dev(227 * 1024);
+    let e = 512;
+    let at = |r: usize| r * e;
+    for (w, bound) in [(WType::Q2_0, 28), (WType::Iq4Nl, 18), (WType::Iq3S, 12)] {
+        assert_eq!(narrow_tma_max_rows(w), bound);
+        let (n, wide) = (
+            MmqKernel::narrow(w, &d).unwrap(),
+            MmqKernel::choose(w, &d, MmqChoice::Auto),
+        );
+        let k = MmqKernels::new([w, w], LONG, &d, MmqChoice::Auto, true);
+        assert_eq!(k.for_run(at(bound), e)[0], n, "{w:?}");
+        assert_eq!(k.for_run(at(bound) + 1, e)[0], wide, "{w:?}");
+        // The down product (streamed here) at the streamed bound.
+        let down = k.for_run(at(NARROW_MAX_ROWS_PER_EXPERT) + 1, e)[1];
+        assert_eq!(down, wide, "{w:?}");
+        // Without bulk copies (no tensor copies either): the streamed bound.
+        let sm80 = DeviceLimits { ptx_arch: 80, ..d };
+        let old = MmqKernels::new([w, w], LONG, &sm80, MmqChoice::Auto, true);
+        let old_wide = MmqKernel::choose(w, &sm80, MmqChoice::Auto);
+        assert_eq!(
+            old.for_run(at(NARROW_MAX_ROWS_PER_EXPERT) + 1, e)[0],
+            old_wide,
+            "{w:?}"
+        );
+    }
 }
 
 #[test]
@@ -92,7 +123,7 @@ fn narrow_tiles_at_few_rows_per_expert_unless_forced() {
     assert_eq!(n.cols(), MMQ_NARROW_COLS);
     let w = MmqKernel::choose(WType::Q2_0, &d, MmqChoice::Auto);
     // Every type takes the narrow kernel at few rows per expert, whatever its K.
-    let auto = MmqKernels::new(q2, LONG, &d, MmqChoice::Auto);
+    let auto = MmqKernels::new(q2, LONG, &d, MmqChoice::Auto, false);
     let e = 512;
     let at = NARROW_MAX_ROWS_PER_EXPERT * e;
     assert_eq!(auto.for_run(at, e), [n, n]);
@@ -100,7 +131,7 @@ fn narrow_tiles_at_few_rows_per_expert_unless_forced() {
     // Wide, narrow, flat.
     assert_eq!(auto.all().count(), 3);
     for w in WType::ALL {
-        let k = MmqKernels::new([w, w], LONG, &d, MmqChoice::Auto);
+        let k = MmqKernels::new([w, w], LONG, &d, MmqChoice::Auto, false);
         // Every type's flat layout fits the H200.
         assert!(MmqKernel::flat(w, &d).is_some(), "{w:?}");
         assert_eq!(k.all().count(), 3, "{w:?}");
@@ -113,13 +144,13 @@ fn narrow_tiles_at_few_rows_per_expert_unless_forced() {
     );
     let n4 = MmqKernel::narrow(WType::Iq4Nl, &d).unwrap();
     let w4 = MmqKernel::choose(WType::Iq4Nl, &d, MmqChoice::Auto);
-    let mixed = MmqKernels::new(iq3, LONG, &d, MmqChoice::Auto);
+    let mixed = MmqKernels::new(iq3, LONG, &d, MmqChoice::Auto, false);
     assert_eq!(mixed.for_run(at, e), [n3, n4]);
     assert_eq!(mixed.for_run(at + 1, e), [w3, w4]);
-    let forced = MmqKernels::new(q2, LONG, &d, MmqChoice::Narrow);
+    let forced = MmqKernels::new(q2, LONG, &d, MmqChoice::Narrow, false);
     assert_eq!(forced.for_run(100 * e, e), [n, n]);
     for c in [MmqChoice::Pipelined, MmqChoice::Classic] {
-        let k = MmqKernels::new(q2, LONG, &d, c);
+        let k = MmqKernels::new(q2, LONG, &d, c, false);
         assert!(
             k.for_run(1, e).iter().all(|k| k.cols() == MMQ_COLS),
             "{c:?}"
@@ -128,7 +159,7 @@ fn narrow_tiles_at_few_rows_per_expert_unless_forced() {
     }
     // A device whose shared memory holds no narrow layout: the classic kernel throughout.
     let small = dev(MMQ_SMEM_BYTES as u32);
-    let k = MmqKernels::new(q2, LONG, &small, MmqChoice::Narrow);
+    let k = MmqKernels::new(q2, LONG, &small, MmqChoice::Narrow, false);
     assert_eq!(k.for_run(1, e), [MmqKernel::Classic; 2]);
 }
 
@@ -159,7 +190,7 @@ fn resident_form_where_its_layout_and_the_rows_allow() {
         order: MMQ_ORDER_ROWS,
     };
     let w = WType::Iq4Nl;
-    let ks = |c| MmqKernels::new([WType::Q2_0, w], REF, &d, c);
+    let ks = |c| MmqKernels::new([WType::Q2_0, w], REF, &d, c, false);
     let n = MmqKernel::narrow(w, &d).unwrap();
     let auto = ks(MmqChoice::Auto);
     assert!(auto.resident(n, false, w, &down));
@@ -172,7 +203,7 @@ fn resident_form_where_its_layout_and_the_rows_allow() {
     assert!(!ks(MmqChoice::NarrowStreamed).resident(n, false, w, &down));
     let sm80 = DeviceLimits { ptx_arch: 80, ..d };
     assert!(
-        !MmqKernels::new([WType::Q2_0, w], REF, &sm80, MmqChoice::Auto)
+        !MmqKernels::new([WType::Q2_0, w], REF, &sm80, MmqChoice::Auto, false)
             .resident(n, false, w, &down)
     );
     // No layout: a K whose 128 rows and activations do not fit (the gate/up product's).
@@ -240,7 +271,7 @@ fn flat_tiles_from_their_bound_of_rows_per_expert_or_forced() {
     let f = MmqKernel::flat(WType::Q2_0, &d).unwrap();
     assert_eq!((f.cols(), f.rows()), (MMQ_FLAT_COLS, MMQ_FLAT_ROWS));
     let w = MmqKernel::choose(WType::Q2_0, &d, MmqChoice::Auto);
-    let auto = MmqKernels::new([WType::Q2_0; 2], LONG, &d, MmqChoice::Auto);
+    let auto = MmqKernels::new([WType::Q2_0; 2], LONG, &d, MmqChoice::Auto, false);
     let at = FLAT_MIN_ROWS_PER_EXPERT * e;
     // The types by their 64-column kernel: decoded through shared tiles (wide) or into
     // registers (tall).
@@ -290,7 +321,13 @@ fn flat_tiles_from_their_bound_of_rows_per_expert_or_forced() {
     }
     // Each product by its own type: at 160 rows per expert IQ3_S's gate/up takes flat tiles,
     // IQ4_NL's down its wide ones; at 240 both flat; at 80 both their 64-column kernels.
-    let mixed = MmqKernels::new([WType::Iq3S, WType::Iq4Nl], LONG, &d, MmqChoice::Auto);
+    let mixed = MmqKernels::new(
+        [WType::Iq3S, WType::Iq4Nl],
+        LONG,
+        &d,
+        MmqChoice::Auto,
+        false,
+    );
     let (w3, f3) = (
         MmqKernel::choose(WType::Iq3S, &d, MmqChoice::Auto),
         MmqKernel::flat(WType::Iq3S, &d).unwrap(),
@@ -303,7 +340,7 @@ fn flat_tiles_from_their_bound_of_rows_per_expert_or_forced() {
     assert_eq!(mixed.for_run(240 * e, e), [f3, f4]);
     assert_eq!(mixed.for_run(80 * e, e), [w3, w4]);
     // Forced: flat at any row count; the other choices never take it.
-    let forced = MmqKernels::new([WType::Q2_0; 2], LONG, &d, MmqChoice::Flat);
+    let forced = MmqKernels::new([WType::Q2_0; 2], LONG, &d, MmqChoice::Flat, false);
     assert_eq!(forced.for_run(1, e), [f, f]);
     for c in [
         MmqChoice::Classic,
@@ -311,7 +348,7 @@ fn flat_tiles_from_their_bound_of_rows_per_expert_or_forced() {
         MmqChoice::Narrow,
         MmqChoice::NarrowStreamed,
     ] {
-        let k = MmqKernels::new([WType::Q2_0; 2], LONG, &d, c);
+        let k = MmqKernels::new([WType::Q2_0; 2], LONG, &d, c, false);
         assert!(k.all().flatten().all(|k| k != f), "{c:?}");
     }
     assert_eq!(MmqChoice::parse("flat").unwrap(), MmqChoice::Flat);
