@@ -128,8 +128,8 @@ fn narrow_resident_form() {
 
 /// Under `auto` each product takes narrow tiles up to its own bound of rows per expert: a
 /// product the resident form can run up to its type's (`narrow_resident_max_rows`: 32 for
-/// IQ4_NL), a gate/up product by tensor copies up to its type's (`narrow_tma_max_rows`: 28 for
-/// Q2_0, where the layer has the narrow maps: sm_90), the others up to
+/// IQ4_NL), the gate/up product on sm_90 up to its type's (`gate_up_narrow_max_rows`: 28 for
+/// Q2_0 by tensor copies, where the layer has the narrow maps), the others up to
 /// `NARROW_MAX_ROWS_PER_EXPERT`. With hidden 2,560 the gate/up product has no resident layout
 /// and the down product (K = 128) has one, so between the bounds the products run on tile
 /// lists of different widths in one layer. 16 experts, top-4, at 9, 25, 32, 33 and 41 rows per
@@ -138,7 +138,7 @@ fn narrow_resident_form() {
 #[ignore = "needs a CUDA GPU"]
 fn auto_tile_widths_per_product() {
     use host::moe::expert::mmq::{
-        NARROW_MAX_ROWS_PER_EXPERT, narrow_resident_max_rows, narrow_tma_max_rows,
+        NARROW_MAX_ROWS_PER_EXPERT, gate_up_narrow_max_rows, narrow_resident_max_rows,
     };
     let gpu = gpu();
     let sd = seed("auto_tile_widths_per_product");
@@ -164,8 +164,8 @@ fn auto_tile_widths_per_product() {
         "Q2_0 gate/up rows of 720 bytes: narrow maps on sm_90"
     );
     assert_eq!(dev.ptrs(&gpu).gate_map_narrow != 0, tma);
-    let gate_up_bound = if tma {
-        narrow_tma_max_rows(s.gate_up_type)
+    let gate_up_bound = if bulk {
+        gate_up_narrow_max_rows(s.gate_up_type, tma)
     } else {
         NARROW_MAX_ROWS_PER_EXPERT
     };

@@ -39,31 +39,45 @@ pub fn eligible(s: &MoeShape) -> Result<()> {
 }
 
 /// Runs with at most this many rows per expert on average (`n_rows / n_experts`) take narrow
-/// tiles under `MmqChoice::Auto` (T = 512 at the reference shape: 10). Above it an expert's
-/// rows span several narrow tiles, and each decodes the expert's weights again.
+/// tiles under `MmqChoice::Auto` (T = 512 at the reference shape: 10), for a streamed down
+/// product and for the gate/up product below sm_90 (on sm_90 its type's
+/// [`gate_up_narrow_max_rows`]). Above it an expert's rows span several narrow tiles, and each
+/// decodes the expert's weights again.
 pub const NARROW_MAX_ROWS_PER_EXPERT: usize = 12;
 
 /// The same bound for a product whose narrow kernel runs in its resident form
 /// ([`MmqKernels::resident`]: the tile's whole K copied once, no CTA barrier in its K loop).
 /// Measured on the H200 (BENCHMARKS.md), the Q2_0 down product at the reference shape on
 /// narrow resident tiles (four row tiles a CTA) against the wide kernel: 0.419 / 0.450 ms at
-/// 40 rows per expert (T = 2,048), 0.513 / 0.498 at 50; the gate/up product, streamed, stays
-/// at [`NARROW_MAX_ROWS_PER_EXPERT`] (0.637 / 0.599 ms at 20). IQ4_NL's down product takes
+/// 40 rows per expert (T = 2,048), 0.513 / 0.498 at 50. IQ4_NL's down product takes
 /// [`NARROW_RESIDENT_MAX_ROWS_IQ4_NL`].
 pub const NARROW_RESIDENT_MAX_ROWS_PER_EXPERT: usize = 40;
 
-/// The bound of rows per expert for a gate/up product whose narrow kernel copies its weights by
-/// tensor copies (`moe_mmq_narrow_tma_<type>`: sm_90, the layer's narrow maps), for weight type
-/// `w`: each narrow tile decodes the expert's rows again, but these copies make the narrow
-/// kernel cheaper. Measured on the H200 at the reference shape (BENCHMARKS.md; gate/up ms, wide
-/// kernel -> narrow by tensor copies): Q2_0 0.591 -> 0.526 at 22.5 rows per expert, 0.601 ->
-/// 0.563 at 25, the layer 1.077 -> 1.086 at 30; IQ4_NL 0.685 -> 0.634 at 16.25, 0.696 -> 0.691
-/// at 17.5, 0.715 -> 0.769 at 20. Other types (not measured): [`NARROW_MAX_ROWS_PER_EXPERT`].
-pub fn narrow_tma_max_rows(w: WType) -> usize {
-    match w {
-        WType::Q2_0 => 28,
-        WType::Iq4Nl => 18,
-        _ => NARROW_MAX_ROWS_PER_EXPERT,
+/// The bound of rows per expert for the gate/up product of weight type `w` on a module with
+/// bulk copies (sm_90, where the narrow kernel's K loop is warp-private), by tensor copies
+/// (`tma`: `moe_mmq_narrow_tma_<type>`, where the layer has the narrow maps) or by pieces: each
+/// narrow tile decodes the expert's rows again, so past some rows per expert the wide kernel
+/// wins, and where depends on the type's decode. Measured on the H200 at the reference shape
+/// (BENCHMARKS.md, the twenty-sixth session: the layer at 12.5, 15, 17.5, 20, 22.5, 25 and 30
+/// rows per expert, narrow against wide): the bound is the last point at which narrow tiles
+/// were faster, or the crossover between two points where they split.
+pub fn gate_up_narrow_max_rows(w: WType, tma: bool) -> usize {
+    match (w, tma) {
+        // 25 rows: -3.8 %; 30: +0.8 %. By pieces -6 % still at 20 (not measured further).
+        (WType::Q2_0, true) => 28,
+        (WType::Q2_0, false) => 20,
+        // 17.5 rows: -0.5 % (by pieces +0.4 %); 20: +4.6 %.
+        (WType::Iq4Nl, true) => 18,
+        (WType::Iq4Nl, false) => 17,
+        // 12.5 rows: -12 %, 15: -1.5 %, 17.5: +10 %. By pieces +7 % at 12.5.
+        (WType::Q8_0, true) => 15,
+        (WType::Q8_0, false) => NARROW_MAX_ROWS_PER_EXPERT,
+        // 12.5 rows: -10 %, 15: -1 %, 17.5: +8 %.
+        (WType::Iq2Xxs, _) => 15,
+        // 12.5 rows: -3 to -5 %; 15: +4 to +6 %.
+        (WType::Iq2Xs | WType::Iq2S | WType::Iq3S, _) => 13,
+        // 12.5 rows: -1 %; 15: +9 %.
+        (WType::Iq3Xxs, _) => NARROW_MAX_ROWS_PER_EXPERT,
     }
 }
 
@@ -300,8 +314,8 @@ fn resident_form(bulk: bool, choice: MmqChoice, w: WType, k: usize) -> bool {
 impl MmqKernels {
     /// `types`: the weight type of each product; `ks`: its K (values per weight row);
     /// `gate_up_tma`: the gate/up product's narrow kernel copies by tensor copies (the layer's
-    /// narrow maps: `DeviceLayer::has_narrow_gate_up_maps`), so it takes narrow tiles up to
-    /// [`narrow_tma_max_rows`] of its type.
+    /// narrow maps: `DeviceLayer::has_narrow_gate_up_maps`). With bulk copies the gate/up
+    /// product takes narrow tiles up to [`gate_up_narrow_max_rows`] of its type.
     pub fn new(
         types: [WType; 2],
         ks: [usize; 2],
@@ -332,8 +346,8 @@ impl MmqKernels {
         let narrow_max = [0, 1].map(|i| {
             if resident_form(bulk, choice, types[i], ks[i]) {
                 narrow_resident_max_rows(types[i])
-            } else if i == 0 && gate_up_tma && bulk {
-                narrow_tma_max_rows(types[i])
+            } else if i == 0 && bulk {
+                gate_up_narrow_max_rows(types[0], gate_up_tma)
             } else {
                 NARROW_MAX_ROWS_PER_EXPERT
             }
@@ -387,8 +401,8 @@ impl MmqKernels {
 
     /// The kernels of a run of `n_rows` rows over `n_experts` experts: each product's narrow
     /// kernel up to its bound of rows per expert (`NARROW_MAX_ROWS_PER_EXPERT`,
-    /// `narrow_resident_max_rows` of its type where it runs resident, or `narrow_tma_max_rows`
-    /// for a gate/up product by tensor copies), or at every row count
+    /// `narrow_resident_max_rows` of its type where it runs resident, or
+    /// `gate_up_narrow_max_rows` for the gate/up product on sm_90), or at every row count
     /// when narrow tiles are forced; its flat kernel where [`flat_pays`] for its type, or at
     /// every row count when flat tiles are forced; else the wide one.
     pub fn for_run(&self, n_rows: usize, n_experts: usize) -> [MmqKernel; 2] {

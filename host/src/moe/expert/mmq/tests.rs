@@ -28,9 +28,10 @@ fn resident_products_take_narrow_tiles_up_to_their_bound() {
     let e = 512;
     let auto = MmqKernels::new(q2, REF, &d, MmqChoice::Auto, false);
     let at = |r: usize| r * e;
-    assert_eq!(auto.for_run(at(NARROW_MAX_ROWS_PER_EXPERT), e), [n, n]);
+    let gate_up = gate_up_narrow_max_rows(WType::Q2_0, false);
+    assert_eq!(auto.for_run(at(gate_up), e), [n, n]);
     // The down product (resident at K = 640) keeps narrow tiles up to its own bound.
-    assert_eq!(auto.for_run(at(NARROW_MAX_ROWS_PER_EXPERT) + 1, e), [w, n]);
+    assert_eq!(auto.for_run(at(gate_up) + 1, e), [w, n]);
     assert_eq!(
         auto.for_run(at(NARROW_RESIDENT_MAX_ROWS_PER_EXPERT), e),
         [w, n]
@@ -59,20 +60,27 @@ fn resident_products_take_narrow_tiles_up_to_their_bound() {
     assert_eq!(q8.for_run(at(NARROW_MAX_ROWS_PER_EXPERT) + 1, e), [w8, w8]);
 }
 
-/// A gate/up product whose narrow kernel copies by tensor copies takes narrow tiles up to its
-/// type's own bound (sm_90); the down product and the other types keep theirs.
+/// On sm_90 the gate/up product takes narrow tiles up to its type's own bound, by tensor copies
+/// or by pieces; the down product and older modules keep theirs.
 #[test]
-fn narrow_tensor_copies_take_more_rows() {
+fn gate_up_narrow_bounds_per_type() {
     let d = dev(227 * 1024);
     let e = 512;
     let at = |r: usize| r * e;
-    for (w, bound) in [(WType::Q2_0, 28), (WType::Iq4Nl, 18), (WType::Iq3S, 12)] {
-        assert_eq!(narrow_tma_max_rows(w), bound);
+    for (w, tma, bound) in [
+        (WType::Q2_0, true, 28),
+        (WType::Q2_0, false, 20),
+        (WType::Iq4Nl, true, 18),
+        (WType::Iq2Xxs, false, 15),
+        (WType::Iq3S, false, 13),
+        (WType::Iq3Xxs, true, 12),
+    ] {
+        assert_eq!(gate_up_narrow_max_rows(w, tma), bound);
         let (n, wide) = (
             MmqKernel::narrow(w, &d).unwrap(),
             MmqKernel::choose(w, &d, MmqChoice::Auto),
         );
-        let k = MmqKernels::new([w, w], LONG, &d, MmqChoice::Auto, true);
+        let k = MmqKernels::new([w, w], LONG, &d, MmqChoice::Auto, tma);
         assert_eq!(k.for_run(at(bound), e)[0], n, "{w:?}");
         assert_eq!(k.for_run(at(bound) + 1, e)[0], wide, "{w:?}");
         // The down product (streamed here) at the streamed bound.
@@ -80,7 +88,7 @@ fn narrow_tensor_copies_take_more_rows() {
         assert_eq!(down, wide, "{w:?}");
         // Without bulk copies (no tensor copies either): the streamed bound.
         let sm80 = DeviceLimits { ptx_arch: 80, ..d };
-        let old = MmqKernels::new([w, w], LONG, &sm80, MmqChoice::Auto, true);
+        let old = MmqKernels::new([w, w], LONG, &sm80, MmqChoice::Auto, tma);
         let old_wide = MmqKernel::choose(w, &sm80, MmqChoice::Auto);
         assert_eq!(
             old.for_run(at(NARROW_MAX_ROWS_PER_EXPERT) + 1, e)[0],
@@ -126,8 +134,14 @@ fn narrow_tiles_at_few_rows_per_expert_unless_forced() {
     let auto = MmqKernels::new(q2, LONG, &d, MmqChoice::Auto, false);
     let e = 512;
     let at = NARROW_MAX_ROWS_PER_EXPERT * e;
+    // The down product (streamed at this K) up to the streamed bound, the gate/up product
+    // (sm_90) up to its type's.
+    let gate_up = gate_up_narrow_max_rows(WType::Q2_0, false) * e;
+    assert!(gate_up > at);
     assert_eq!(auto.for_run(at, e), [n, n]);
-    assert_eq!(auto.for_run(at + 1, e), [w, w]);
+    assert_eq!(auto.for_run(at + 1, e), [n, w]);
+    assert_eq!(auto.for_run(gate_up, e), [n, w]);
+    assert_eq!(auto.for_run(gate_up + 1, e), [w, w]);
     // Wide, narrow, flat.
     assert_eq!(auto.all().count(), 3);
     for w in WType::ALL {
@@ -145,8 +159,11 @@ fn narrow_tiles_at_few_rows_per_expert_unless_forced() {
     let n4 = MmqKernel::narrow(WType::Iq4Nl, &d).unwrap();
     let w4 = MmqKernel::choose(WType::Iq4Nl, &d, MmqChoice::Auto);
     let mixed = MmqKernels::new(iq3, LONG, &d, MmqChoice::Auto, false);
+    let gate_up3 = gate_up_narrow_max_rows(WType::Iq3S, false) * e;
     assert_eq!(mixed.for_run(at, e), [n3, n4]);
-    assert_eq!(mixed.for_run(at + 1, e), [w3, w4]);
+    assert_eq!(mixed.for_run(at + 1, e), [n3, w4]);
+    assert_eq!(mixed.for_run(gate_up3, e), [n3, w4]);
+    assert_eq!(mixed.for_run(gate_up3 + 1, e), [w3, w4]);
     let forced = MmqKernels::new(q2, LONG, &d, MmqChoice::Narrow, false);
     assert_eq!(forced.for_run(100 * e, e), [n, n]);
     for c in [MmqChoice::Pipelined, MmqChoice::Classic] {
