@@ -1,5 +1,5 @@
 //! The tensor copies of the pipelined MMQ kernels' raw weight stages (sm_90): the shapes with
-//! decoded tiles (`MmqPipeShape::Wide`, `Flat`; gpu/src/moe/mmq/pipe/copy.rs) copy each stage
+//! decoded tiles (`MmqPipeShape::Wide`, `Flat`; gpu/src/moe/mmq/pipe/copy/mod.rs) copy each stage
 //! as boxes of [`MMQ_TMA_BOX_ROWS`] weight rows by one thread's `cp.async.bulk.tensor`, where
 //! the host gives them the weight tensors' maps ([`MmqTmaMap`], `MmqParams::wmap0` / `wmap1`),
 //! in place of 16-byte `cp.async` pieces spread over the CTA's threads.

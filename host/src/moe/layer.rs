@@ -52,7 +52,7 @@ pub struct LayerPtrs {
     /// merged tensor) and up (separate tensors only) for the 128-row and flat kernels, or 0
     /// where a tensor has none: on an sm_90 module, where `gpu::layout::MmqTmaMap::of` takes the
     /// tensors. Of those kernels only the ones with the SwiGLU epilogue read them
-    /// (gpu/src/moe/mmq/pipe/copy.rs).
+    /// (gpu/src/moe/mmq/pipe/copy/mod.rs).
     pub gate_map: u64,
     pub up_map: u64,
     /// The same for the narrow kernels (their boxes: 8 rows of their slot).

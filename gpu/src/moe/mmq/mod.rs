@@ -13,7 +13,7 @@
 //! scales `[128][8] f32`, activation tile `[64][144 B]` (whole D4 blocks).
 //! Launcher: host/src/moe/expert/split/launch.rs. The pipelined form of this kernel (the same bytes,
 //! copies and decode overlapped with the products; a wide and a narrow shape) is in pipe/
-//! (mod.rs; its copies in copy.rs).
+//! (mod.rs; its copies in copy/).
 
 mod pipe;
 
@@ -314,7 +314,7 @@ macro_rules! mmq_kernels {
         /// The narrow pipelined MMQ product built with tensor copies only (sm_90 modules: each
         /// warp's weight rows by `cp.async.bulk.tensor`, no `cp.async` pieces) for one weight
         /// format; the host launches it in place of the narrow kernel where the layer has the
-        /// weight tensors' narrow maps; see gpu/src/moe/mmq/pipe/copy.rs.
+        /// weight tensors' narrow maps; see gpu/src/moe/mmq/pipe/copy/warp.rs.
         ///
         /// # Safety
         /// As `pipe::mmq_pipe`, with `p.wmap0` (and `p.wmap1` where some row lies in `w1`) the

@@ -24,7 +24,7 @@ pub(super) struct Cta {
     /// The CTA's first weight row of the product (SwiGLU epilogue: its first gate row, the
     /// first of its features).
     pub(super) first_row: u32,
-    /// The raw weight stages come by tensor copies (sm_90, `MmqParams::wmap0`; copy.rs):
+    /// The raw weight stages come by tensor copies (sm_90, `MmqParams::wmap0`; copy/mod.rs):
     /// row `t`'s bytes at [`Cta::tma_row`] `* box_bytes` in the stage buffer.
     pub(super) tma: bool,
     pub(super) sm: MmqPipeSmem,
@@ -52,7 +52,7 @@ impl Cta {
     }
 
     /// Shared address of tile row `t`'s first block in K step `j`'s raw stage: its slot, plus
-    /// where the bytes start in their 16-byte aligned window (as copy.rs copies them); with
+    /// where the bytes start in their 16-byte aligned window (as copy/ copies them); with
     /// tensor copies its row of the boxes ([`Cta::tma_row`], `box_bytes` apart), plus where the
     /// stage starts in its box (`layout::MmqTmaMap::stage_box`).
     #[inline(always)]

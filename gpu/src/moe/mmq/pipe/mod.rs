@@ -1,21 +1,21 @@
 //! The pipelined MMQ products `moe_mmq_pipe_<type>` and `moe_mmq_narrow_<type>` (either
 //! product: gate/up or down): the numerics and output of the classic kernel
 //! (gpu/src/moe/mmq/mod.rs), with the copies and the decode taken off the critical path, in
-//! three shapes (`layout::MmqPipeShape`, gpu/src/layout/mmq_pipe.rs): wide (64 columns, the
+//! three shapes (`layout::MmqPipeShape`, gpu/src/layout/mmq_pipe/shape.rs): wide (64 columns, the
 //! classic kernel's tile and warp layout), narrow (16 columns, each warp on 16 weight rows;
 //! three CTAs per SM where the type's layout fits) and tall (64 columns, each warp on 16 weight
 //! rows; `moe_mmq_pipe_<type>` of the types `MmqPipeShape::wide_of` names, the wide shape
 //! for the others).
 //!
-//! - Copies (copy.rs): each K step's activation D4 blocks and raw weight stage (the weight
-//!   rows' bytes of 128, 256 or 512 K values: `MmqPipeShape::stage_steps`, in 16-byte windows), `MmqPipeSmem::lead` K steps
-//!   ahead, into rings of their own (a weight stage is free once decoded, activations once
-//!   multiplied): the activations in bulk copies on transaction barriers on sm_90, 16-byte
-//!   `cp.async` below; the weights in 16-byte `cp.async` pieces (on sm_90 the narrow kernel's
-//!   warps each copy their own rows' and wait with a warp barrier only: regs.rs; in
-//!   `moe_mmq_narrow_tma_<type>` each warp's first lane copies them by tensor copies, and in
-//!   the 128-row and flat kernels with the SwiGLU epilogue one thread copies the stage so,
-//!   where the host gives the maps: copy.rs).
+//! - Copies (copy/mod.rs, copy/warp.rs): each K step's activation D4 blocks and raw weight
+//!   stage (the weight rows' bytes of 128, 256 or 512 K values: `MmqPipeShape::stage_steps`, in
+//!   16-byte windows), `MmqPipeSmem::lead` K steps ahead, into rings of their own (a weight
+//!   stage is free once decoded, activations once multiplied): the activations in bulk copies
+//!   on transaction barriers on sm_90, 16-byte `cp.async` below; the weights in 16-byte
+//!   `cp.async` pieces (on sm_90 the narrow kernel's warps each copy their own rows' and wait
+//!   with a warp barrier only: regs.rs; in `moe_mmq_narrow_tma_<type>` each warp's first lane
+//!   copies them by tensor copies, and in the 128-row and flat kernels with the SwiGLU
+//!   epilogue one thread copies the stage so, where the host gives the maps: copy/).
 //! - Decode (tiles.rs): two decoded tiles (int8 weights, weight scales, activation scales). While the
 //!   warps multiply K step j from one, they decode step j + 1 into the other: one barrier per
 //!   K step, and a warp's decode overlaps the other warps' `mma`s.
@@ -86,7 +86,7 @@ unsafe fn ld4(addr: u32) -> [f32; 4] {
 /// The pipelined product for weight format `B`, the narrow shape, the flat one or `B`'s
 /// 64-column one (`MmqPipeShape::wide_of`; see the module doc);
 /// with `SWIGLU` the gate/up product with the SwiGLU + q8_1 epilogue (swiglu.rs); with `TMA`
-/// built with tensor copies of the weight stages (copy.rs's `tma_here`: the 128-row and flat
+/// built with tensor copies of the weight stages (copy/mod.rs's `tma_here`: the 128-row and flat
 /// shapes where the host gives the maps, the narrow shape always).
 ///
 /// # Safety

@@ -2,8 +2,8 @@
 //! choice and row count, and where the narrow kernel runs in its resident form.
 
 use super::*;
-use gpu::layout::MMQ_FLAT_ROWS;
 use gpu::layout::MMQ_ORDER_ROWS;
+use gpu::layout::{MMQ_FLAT_COLS, MMQ_FLAT_ROWS};
 
 fn dev(max_smem_optin: u32) -> DeviceLimits {
     DeviceLimits {

@@ -42,7 +42,7 @@ impl SplitPlan {
             (dptr(&self.gu, st), 2 * s.ffn as u32)
         };
         // The narrow kernel takes the maps only without the epilogue (its instance with tensor
-        // copies, `product`); the others only with it (copy.rs's `tma_here`).
+        // copies, `product`); the others only with it (copy/mod.rs's `tma_here`).
         let narrow = matches!(self.mmq_kernels[0], MmqKernel::Narrow { .. });
         let (wmap0, wmap1) = if narrow == epilogue {
             (0, 0)
