@@ -15,8 +15,8 @@ use super::{MmqPipeShape, MmqPipeSmem, WType};
 /// in whole boxes (gpu/src/moe/mmq/pipe/cta.rs).
 pub const MMQ_TMA_BOX_ROWS: usize = 32;
 
-/// Weight rows of one narrow box: a narrow warp's 16 rows are two (with the SwiGLU epilogue its
-/// 8 gate rows and its 8 up rows).
+/// Weight rows of one narrow box: a narrow warp's 16 rows are two (`moe_mmq_narrow_tma_<type>`,
+/// without the SwiGLU epilogue).
 pub const MMQ_TMA_NARROW_BOX_ROWS: usize = 8;
 
 /// The largest box row the tensor copies take (256 elements of one byte).
@@ -47,12 +47,17 @@ impl MmqTmaMap {
     /// its row, and rows start 16-byte aligned: the stage starts [`MmqTmaMap::stage_box`]'s
     /// bytes into the box), rounded up to 16 bytes.
     pub const fn box_bytes(w: WType) -> usize {
-        let srb = MmqPipeShape::Wide.stage_row_bytes(w);
-        // The most a stage's start lies past a 16-byte boundary: 16 less the greatest power of
-        // two (at most 16) dividing the stage's bytes.
+        Self::window(w, MmqPipeShape::Wide).next_multiple_of(16)
+    }
+
+    /// The bytes a box row must cover for `shape`'s stages of type `w`: a stage's bytes plus the
+    /// most its start lies past a 16-byte boundary (stages start at multiples of their bytes
+    /// from a 16-byte aligned row: 16 less the greatest power of two, at most 16, dividing
+    /// them).
+    const fn window(w: WType, shape: MmqPipeShape) -> usize {
+        let srb = shape.stage_row_bytes(w);
         let step = 1 << srb.trailing_zeros();
-        let skew = 16_usize.saturating_sub(step);
-        (srb + skew).next_multiple_of(16)
+        srb + 16_usize.saturating_sub(step)
     }
 
     /// Where stage `s` of a row starts (the wide and flat shapes' stages): the box's first byte
@@ -96,9 +101,7 @@ impl MmqTmaMap {
         let Some((box_bytes, box_rows)) = Self::box_of(w, shape) else {
             return None;
         };
-        let srb = shape.stage_row_bytes(w);
-        let step = 1 << srb.trailing_zeros();
-        let window = srb + 16_usize.saturating_sub(step);
+        let window = Self::window(w, shape);
         let ok = row_bytes.is_multiple_of(16)
             && expert_bytes.is_multiple_of(16)
             && rows > 0

@@ -113,7 +113,8 @@ pub struct MmqParams {
     /// [`MmqTmaMap`](crate::layout::MmqTmaMap) describes them. Where both of the rows' maps are
     /// there (`wmap1` only where some row lies in `w1`), the 128-row and flat pipelined kernels
     /// with the SwiGLU epilogue (`moe_mmq_(pipe|flat)_swiglu_<type>`) on sm_90 copy their raw
-    /// weight stages by tensor copies; every other kernel ignores them.
+    /// weight stages by tensor copies; `moe_mmq_narrow_tma_<type>` requires them (the narrow
+    /// shape's maps); every other kernel ignores them.
     pub wmap0: u64,
     pub wmap1: u64,
     pub row_bytes: u32,

@@ -13,9 +13,9 @@ use super::common::{check, small, split_pipeline};
 
 /// Every gate/up type whose rows are whole 16-byte pieces at hidden 512 (Q2_0's 144 bytes,
 /// IQ4_NL's 288, Q8_0's 544), separate and merged gate/up tensors, on the 128-row and flat
-/// kernels with the SwiGLU epilogue and the narrow kernels with and without it (tensor copies
-/// where the layer has the maps, and without: `MmqTma::Never`) and the flat kernel without it
-/// (never tensor copies): uniform routing at T = 1, 37, 512, 4113 and skewed at 512. On an
+/// kernels with the SwiGLU epilogue and the narrow kernel without it (tensor copies where the
+/// layer has the maps, and without: `MmqTma::Never`) and the flat kernel without it and the
+/// narrow one with it (never tensor copies): uniform routing at T = 1, 37, 512, 4113 and skewed at 512. On an
 /// sm_90 module the layer must have the maps (else the kernels would run their `cp.async`
 /// pieces and this test would check nothing new); below it, none.
 #[test]
@@ -62,8 +62,8 @@ fn tensor_copies_of_the_gate_up_stages() {
             (MmqChoice::NarrowStreamed, SwigluAt::Epilogue),
             (MmqChoice::NarrowStreamed, SwigluAt::Kernel),
         ] {
-            // (The flat kernel without the epilogue ignores the maps: both its pipelines run
-            // the same code.)
+            // (The flat kernel without the epilogue and the narrow one with it take no maps:
+            // both their pipelines run the same code.)
             for tma in [MmqTma::Auto, MmqTma::Never] {
                 let o = SplitOptions {
                     mmq,

@@ -117,10 +117,12 @@ pub(super) unsafe fn setup(c: &Cta) {
             }
         }
         if c.tma && matches!(c.shape, MmqPipeShape::Narrow) {
-            for i in 0..(c.sm.nw * MMQ_THREADS / 32) as u32 {
-                // SAFETY: as above (the layout's weight barriers, `MmqPipeSmem::wbars`): one
-                // arrival a phase, the warp's first lane's with its boxes' bytes.
-                unsafe { mbar_init(c.base + c.sm.wbars as u32 + 8 * i, 1) };
+            for s in 0..c.sm.nw as u32 {
+                for warp in 0..(MMQ_THREADS / 32) as u32 {
+                    // SAFETY: as above (the layout's weight barriers, `MmqPipeSmem::wbars`): one
+                    // arrival a phase, the warp's first lane's with its boxes' bytes.
+                    unsafe { mbar_init(wbar(c, warp, s), 1) };
+                }
             }
         }
         fence_mbar_init();
@@ -135,6 +137,16 @@ pub(super) unsafe fn setup(c: &Cta) {
 #[inline(always)]
 fn bar(c: &Cta, i: u32) -> u32 {
     c.base + (c.sm.bars + MMQ_PIPE_BAR_BYTES * i as usize) as u32
+}
+
+/// Warp `warp`'s weight barrier for the weight buffer of stage `s` (sm_90, the narrow shape
+/// with tensor copies: `MmqPipeSmem::weight_bar`).
+#[cfg(gpu_sm90)]
+#[inline(always)]
+fn wbar(c: &Cta, warp: u32, s: u32) -> u32 {
+    c.base
+        + c.sm
+            .weight_bar(warp as usize, (s % c.sm.nw as u32) as usize) as u32
 }
 
 /// The empty barrier of activation buffer `i` (sm_90, a shape that decodes into registers).

@@ -9,11 +9,11 @@ use super::super::Cta;
 use super::issue;
 use super::wait;
 #[cfg(gpu_sm90)]
-use super::{bar, empty, stage_len};
+use super::{bar, empty, stage_len, wbar};
 use crate::formats::WeightBlock;
 use crate::layout::MmqParams;
 #[cfg(gpu_sm90)]
-use crate::layout::{MMQ_THREADS, MmqTmaMap, Q8_1_MMQ_BYTES};
+use crate::layout::{MMQ_THREADS, MMQ_TMA_NARROW_BOX_ROWS, MmqTmaMap, Q8_1_MMQ_BYTES};
 #[cfg(not(gpu_sm90))]
 use crate::ptx::sync_threads;
 #[cfg(gpu_sm90)]
@@ -45,16 +45,14 @@ pub(in crate::moe::mmq::pipe) unsafe fn issue_warp<B: WeightBlock>(p: &MmqParams
         let warp = warp_uniform(warp);
         let expert = warp_uniform(c.tile.expert);
         if lane == 0 {
-            // The warp's 16 rows as two boxes of 8 (`layout::MMQ_TMA_NARROW_BOX_ROWS`): tile
-            // rows 16 warp .. + 8 and 16 warp + 8 .. + 8, weight rows `first_row + 16 warp`
-            // and `+ 8`, or with the SwiGLU epilogue gate and up rows of features
-            // `first_row + 8 warp ..` (`Cta::row_addr`).
+            // The warp's 16 rows as two boxes (`layout::MMQ_TMA_NARROW_BOX_ROWS` rows each):
+            // tile rows 16 warp .. + 8 and 16 warp + 8 .. + 8, weight rows `first_row + 16 warp`
+            // and `+ 8` (`moe_mmq_narrow_tma_<type>` has no SwiGLU epilogue: its rows are the
+            // product's in order).
+            const BOX: u32 = MMQ_TMA_NARROW_BOX_ROWS as u32;
             let (x, _) = MmqTmaMap::stage_box_of(B::WTYPE, c.shape, j / sub);
             let slot = c.sm.slot as u32;
-            let b = c.base
-                + c.sm
-                    .weight_bar(warp as usize, ((j / sub) % c.sm.nw as u32) as usize)
-                    as u32;
+            let b = wbar(c, warp, j / sub);
             let dst = c.raw(j, sub) + WARP_ROWS * warp * slot;
             // SAFETY: the layout's weight barrier of this warp and buffer, whose previous
             // phase this warp waited for before its products of that stage ([`wait_in_regs`]);
@@ -63,19 +61,15 @@ pub(in crate::moe::mmq::pipe) unsafe fn issue_warp<B: WeightBlock>(p: &MmqParams
             // multiples of 32, the boxes start at multiples of 8); the boxes land at multiples
             // of 128 bytes (8 rows of a 16-byte multiple `slot`, from a 128-aligned buffer).
             unsafe {
-                mbar_arrive_expect_tx(b, 2 * 8 * slot);
-                for h in 0..2u32 {
-                    let r = if c.swiglu {
-                        h * (p.n / 2) + c.first_row + 8 * warp
-                    } else {
-                        c.first_row + WARP_ROWS * warp + 8 * h
-                    };
+                mbar_arrive_expect_tx(b, WARP_ROWS * slot);
+                for h in 0..WARP_ROWS / BOX {
+                    let r = c.first_row + WARP_ROWS * warp + BOX * h;
                     let (map, y) = if r < p.n_split {
                         (p.wmap0, r)
                     } else {
                         (p.wmap1, r - p.n_split)
                     };
-                    tma_load_3d(dst + 8 * h * slot, map, x, y, expert, b);
+                    tma_load_3d(dst + BOX * h * slot, map, x, y, expert, b);
                 }
             }
         }
@@ -171,11 +165,10 @@ pub(in crate::moe::mmq::pipe) unsafe fn wait_in_regs<B: WeightBlock>(c: &Cta, j:
     {
         let sub = c.shape.stage_steps(B::WTYPE) as u32;
         if c.tma && j % sub == 0 {
-            let (st, nw) = (j / sub, c.sm.nw as u32);
-            let b = c.base + c.sm.weight_bar((tid_x() / 32) as usize, (st % nw) as usize) as u32;
+            let st = j / sub;
             // SAFETY: the warp's first lane armed this phase when it issued the stage (every
             // thread issued step j: the contract).
-            unsafe { mbar_wait(b, (st / nw) % 2) };
+            unsafe { mbar_wait(wbar(c, tid_x() / 32, st), (st / c.sm.nw as u32) % 2) };
         }
     }
 }
