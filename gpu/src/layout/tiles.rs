@@ -168,8 +168,9 @@ pub const COMBINE_THREADS: usize = 128;
 /// hidden size is a multiple of 128, so of this).
 pub const COMBINE_VALUES: usize = 4;
 /// Slots whose loads a `moe_combine` thread issues before it sums them: their rows' loads are in
-/// flight together, where one slot at a time waited a memory latency per slot.
-pub const COMBINE_SLOTS_AHEAD: usize = 8;
+/// flight together, where one slot at a time waited a memory latency per slot. 10: a top-8 or
+/// top-10 token's rows in one round (8 took two rounds at top-10).
+pub const COMBINE_SLOTS_AHEAD: usize = 10;
 /// Largest expert count the scatter and route kernels support.
 pub const MAX_EXPERTS: usize = 2048;
 /// Weight rows of a fused-path pass (one `mma` tile of the CTA): 128, the warps 2 along the

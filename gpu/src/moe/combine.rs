@@ -10,7 +10,7 @@ use crate::layout::{COMBINE_SLOTS_AHEAD, COMBINE_THREADS, COMBINE_VALUES, Combin
 use crate::ptx::{ctaid_x, ctaid_y, ld_nc_v4_f32, st_v4_f32, tid_x};
 use crate::quant::combine_step;
 
-const _: () = assert!(COMBINE_VALUES == 4 && COMBINE_SLOTS_AHEAD == 8);
+const _: () = assert!(COMBINE_VALUES == 4 && COMBINE_SLOTS_AHEAD == 10);
 
 /// See the module doc.
 ///
@@ -27,11 +27,11 @@ pub unsafe extern "ptx-kernel" fn moe_combine(p: CombineParams) {
     let mut acc = [0.0f32; 4];
     let mut s0 = 0;
     while s0 < p.top_k {
-        let mut e = [[0.0f32; 4]; 8];
-        let mut w = [0.0f32; 8];
+        let mut e = [[0.0f32; 4]; COMBINE_SLOTS_AHEAD];
+        let mut w = [0.0f32; COMBINE_SLOTS_AHEAD];
         // Every load unconditional (a slot past top-k reloads the last one, whose sum is
         // skipped below), so that all of them issue before the first sum waits.
-        unroll!(i in [0, 1, 2, 3, 4, 5, 6, 7] {
+        unroll!(i in [0, 1, 2, 3, 4, 5, 6, 7, 8, 9] {
             let s = (s0 + i as u32).min(p.top_k - 1);
             let row = t as usize * p.top_k as usize + s as usize;
             // SAFETY: row < n_tokens * top_k, h + 3 < hidden (a multiple of 4): 16 aligned
@@ -41,7 +41,7 @@ pub unsafe extern "ptx-kernel" fn moe_combine(p: CombineParams) {
                 w[i] = *(p.weights as *const f32).add(row);
             }
         });
-        unroll!(i in [0, 1, 2, 3, 4, 5, 6, 7] {
+        unroll!(i in [0, 1, 2, 3, 4, 5, 6, 7, 8, 9] {
             let s = s0 + i as u32;
             if s < p.top_k {
                 unroll!(v in [0, 1, 2, 3] {
