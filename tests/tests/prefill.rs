@@ -12,6 +12,8 @@ mod common;
 mod reference_shape;
 #[path = "prefill/resident.rs"]
 mod resident;
+#[path = "prefill/scatter.rs"]
+mod scatter;
 #[path = "prefill/tiles.rs"]
 mod tiles;
 #[path = "prefill/tma.rs"]
@@ -45,12 +47,11 @@ fn small_layer_all_pairs() {
                 .expect("layer");
             let dev = DeviceLayer::upload(&gpu, &layer.weights(), &s).expect("upload");
             let mut pfs = pipelines(&gpu, &s, 4113 + 7);
-            // The scatter writes the rows from its quantizer up to 2,048 rows here, and gathers
-            // them from its token buffer at T = 4113 (16,452 rows).
-            assert!(
-                !host::moe::scatter::gather_rule(512 * 4)
-                    && host::moe::scatter::gather_rule(4113 * 4)
-            );
+            // The scatter runs as one kernel up to 2,048 rows here, and as the chain that
+            // gathers its rows from its token buffer at T = 4113 (16,452 rows); the chain's
+            // other form is in `scatter::scatter_forms_same_bytes`.
+            let forms = host::moe::scatter::ScatterForms::default();
+            assert!(forms.one_kernel(512 * 4) && forms.gathers(4113 * 4));
             for pop in [Popularity::Uniform, Popularity::Skewed { sigma: 1.0 }] {
                 for t in [1, 37, 512, 4113] {
                     let r = synth::routing(t, s.n_experts, s.top_k, pop, sd ^ t as u64);

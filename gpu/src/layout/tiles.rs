@@ -143,6 +143,21 @@ pub const SCATTER_GATHER_PIECES: usize = 4;
 /// order (host/src/moe/scatter.rs) the bare layer -0.003 ms at 5,120 rows and -0.009 at 10,240.
 /// (The small-layer tests, top-4, keep the direct writes up to T = 512.)
 pub const SCATTER_GATHER_MIN_ROWS: usize = 4_096;
+/// Rows (tokens x top-k) up to which the scatter runs as one kernel (`moe_scatter_one`: a CTA per
+/// token counts every row itself, so its work grows with the square of the rows) instead of the
+/// chain of count, offsets, place and quantize (and gather). Measured on the H200 (BENCHMARKS.md,
+/// reference shape): the bare layer -0.007 ms at 5,120 rows, -0.004 at 6,400, -0.002 at 7,680,
+/// alike at 8,960 and 10,240, +0.02 at 15,360 and 20,480.
+pub const SCATTER_ONE_MAX_ROWS: usize = 8_192;
+/// Ids a `moe_scatter_one` thread loads before it counts them.
+pub const SCATTER_ONE_IDS_AHEAD: usize = 8;
+/// Dynamic shared memory of a `moe_scatter_one` CTA: two row counters per expert (the rows of
+/// the tokens before the CTA's, the others; then the bounds), the prefix sum's scratch, the
+/// token's rows (at most 16.6 KB: 2,048 experts, top-32).
+pub const fn scatter_one_smem(n_experts: usize, top_k: usize) -> usize {
+    8 * n_experts + CTA_SCAN_SMEM + 4 * top_k
+}
+const _: () = assert!(scatter_one_smem(MAX_EXPERTS, 32) <= 48 * 1024);
 /// Shared memory of a CTA prefix sum (`moe_scatter_offsets`, `moe_expert_tiles`): one u32 per
 /// warp of up to 1,024 threads.
 pub const CTA_SCAN_SMEM: usize = 4 * 32;

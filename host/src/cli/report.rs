@@ -137,6 +137,7 @@ pub fn print_table(
         println!("  auto: {why}");
     }
     println!("  {}", pf.describe());
+    println!("  scatter: {}", pf.scatter_form());
     println!(
         "  {:<16} {:>9} {:>7} {:>10}",
         "stage", "ms", "share", "rate"

@@ -47,6 +47,7 @@ kernels!(
     moe_scatter_place,
     moe_scatter_quantize,
     moe_scatter_gather,
+    moe_scatter_one,
     moe_expert_tiles,
     moe_combine,
     moe_hold,

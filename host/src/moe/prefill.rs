@@ -17,7 +17,7 @@ use crate::error::{DriverOp, Error, Result, shape};
 use crate::moe::expert::{Bounds, ExpertIo, ExpertPlan};
 use crate::moe::layer::DeviceLayer;
 use crate::moe::path::{self, ExpertPath, PathChoice};
-use crate::moe::scatter::GatherAt;
+use crate::moe::scatter::ScatterForms;
 use crate::moe::{combine, route, scatter};
 use crate::problem::{MoeShape, RouteRule as Rule, Routing};
 
@@ -65,8 +65,26 @@ pub struct Prefill {
     /// Whether runs record an event between stages (else only at the start and the end: the
     /// layer's time without the events between its stages, `StageTimes` then has no stages).
     stage_events: bool,
-    /// Where the scatter gathers its rows (`MOE_SCATTER_GATHER`, read once: `xt` is sized by it).
-    gather_at: GatherAt,
+    /// The scatter's form per run (`MOE_SCATTER_GATHER`, `MOE_SCATTER_ONE`, read once: `xt` is
+    /// sized by it).
+    scatter_forms: ScatterForms,
+}
+
+/// The scatter's token buffer for runs of up to `cap_tokens` under `forms` (poisoned), 16 bytes
+/// where no run gathers (only a run of as many rows as the gather takes uses it).
+fn token_buffer(
+    gpu: &Gpu,
+    shape: &MoeShape,
+    cap_tokens: usize,
+    forms: ScatterForms,
+) -> Result<CudaSlice<u8>> {
+    let rows = (cap_tokens * shape.top_k).max(1);
+    let bytes = if forms.gathers(rows) {
+        scatter::token_blocks_bytes(cap_tokens, shape.hidden)
+    } else {
+        16
+    };
+    gpu.alloc_filled(bytes, 0xa5)
 }
 
 /// Records `ev` on the stream where `on`.
@@ -106,7 +124,7 @@ impl Prefill {
         scatter::check(cap_tokens, shape.top_k, shape.n_experts, shape.hidden)?;
         combine::check(cap_tokens, shape.hidden)?;
         let rows = (cap_tokens * shape.top_k).max(1);
-        let gather_at = GatherAt::from_env()?;
+        let scatter_forms = ScatterForms::from_env()?;
         let p = 0xa5;
         let ev = || {
             gpu.ctx
@@ -130,14 +148,7 @@ impl Prefill {
                 p,
             )?,
             // (Only a run of as many rows as the gather takes uses it.)
-            xt: gpu.alloc_filled(
-                if gather_at.gathers(rows) {
-                    scatter::token_blocks_bytes(cap_tokens, shape.hidden)
-                } else {
-                    16
-                },
-                p,
-            )?,
+            xt: token_buffer(gpu, shape, cap_tokens, scatter_forms)?,
             dm: gpu.alloc_filled(rows * shape.hidden, p)?,
             out: gpu.alloc_filled(cap_tokens.max(1) * shape.hidden, p)?,
             events: (0..PRE_STAGES.len() + plan.max_stages() + POST_STAGES.len() + 1)
@@ -147,7 +158,7 @@ impl Prefill {
             uploaded: None,
             read_back: false,
             stage_events: true,
-            gather_at,
+            scatter_forms,
         })
     }
 
@@ -200,6 +211,13 @@ impl Prefill {
     /// stages costs the stream about a microsecond (BENCHMARKS.md).
     pub fn set_stage_events(&mut self, on: bool) {
         self.stage_events = on;
+    }
+
+    /// Sets the scatter's form per run (from the environment by default; tests set each form).
+    pub fn set_scatter_forms(&mut self, gpu: &Gpu, forms: ScatterForms) -> Result<()> {
+        self.xt = token_buffer(gpu, &self.shape, self.cap_tokens, forms)?;
+        self.scatter_forms = forms;
+        Ok(())
     }
 
     /// Runs one layer's prefill for `n_tokens` tokens of `x` (`[n_tokens][hidden]` f32 on the
@@ -294,7 +312,7 @@ impl Prefill {
         // Where the scatter gathers, its quantizer and gather run on the side stream: joined
         // before the stage's event where stages are timed, else after the tile list, which
         // then runs beside the gather.
-        let mut side = unsafe { scatter::launch(gpu, sp, self.gather_at)? };
+        let mut side = unsafe { scatter::launch(gpu, sp, self.scatter_forms)? };
         if self.stage_events {
             side.join()?;
         }
@@ -374,6 +392,11 @@ impl Prefill {
     /// rows per routed expert: ... (table: ...)".
     pub fn why(&self) -> Option<String> {
         self.plan.why()
+    }
+
+    /// The scatter's form at the last run (`ScatterForms::name`).
+    pub fn scatter_form(&self) -> &'static str {
+        self.scatter_forms.name(self.n_tokens * self.shape.top_k)
     }
 
     /// A line on the path's configuration and the last run's work items.

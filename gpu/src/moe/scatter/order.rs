@@ -1,44 +1,16 @@
-//! Scatter: the expert-sorted row order of a routing and the q8_1 activations placed in it.
-//! Five kernels (launcher: host/src/moe/scatter.rs, which runs 4 and 5 on a second stream beside
-//! 1-3 where 4 writes the token buffer), in order:
-//! 1. `moe_scatter_count`: CTA per chunk of 256 tokens (`SCATTER_CHUNK`), 256 threads; counts
-//!    the chunk's rows per expert in shared memory (`4 * n_experts` bytes) ->
-//!    `chunk_counts[chunk][e]`.
-//! 2. `moe_scatter_offsets`: one CTA of 1024 threads, each over a run of consecutive experts
-//!    (chunk counts read 8 at a time); `expert_bounds` = exclusive scan of the per-expert totals
-//!    (a CTA prefix sum, moe/scan.rs); `chunk_counts` becomes the first compact row of each
-//!    (chunk, expert).
-//! 3. `moe_scatter_place`: CTA of 256 threads per group of 32 tokens (`SCATTER_PLACE_TOKENS`);
-//!    its threads load the chunk's row counters into shared memory, advance them past the
-//!    chunk's tokens before the group (shared atomic counts, 8 loads in flight each) and stage
-//!    the group's ids; then one warp places the group, a lane per token: each lane sets its
-//!    token's bit in the mask of each of its experts, then a row's place is the expert's
-//!    counter plus the group's earlier tokens of that expert (the mask's lower bits). Within an
-//!    expert, rows follow token order (as ggml's `mm_ids_helper`). Writes `row_token`,
-//!    `row_dst` (token * top_k + slot) and `row_of` (its inverse).
-//! 4. `moe_scatter_quantize`: CTA per token, 8 warps over the 128-value chunks of its row:
-//!    quantizes the token's activations to q8_1 D4 once, and writes them to every row the token
-//!    was routed to - or, with a token buffer `xt` (at `SCATTER_GATHER_MIN_ROWS` rows and
-//!    more), once into `xt` (a block per token and chunk), for step 5.
-//! 5. `moe_scatter_gather` (with `xt` only): copies each compact row's blocks from its token's
-//!    in `xt`, in 16-byte pieces, so that `xq` is written in order (a warp's stores are 512
-//!    contiguous bytes). Step 4's writes to every row scatter 144-byte blocks over `xq`: 0.30
-//!    ms at T = 16,384 on the H200, 44 % of the DRAM bandwidth; 4 + 5 take 0.20 ms there, and 4
-//!    us more than step 4 alone at T = 512 (a launch, and a buffer written and read again).
+//! The chain's row order (module doc, steps 1-3): count, offsets, place.
 
 use crate::layout::{
-    BlockQ8_1Mmq, MMQ_BLOCK_VALUES, Q8_1_MMQ_BYTES, Q8_1_MMQ_PIECES, QUANT_WARPS, SCATTER_CHUNK,
-    SCATTER_COUNT_THREADS, SCATTER_GATHER_PIECES, SCATTER_GATHER_THREADS, SCATTER_OFFSETS_THREADS,
-    SCATTER_PLACE_THREADS, SCATTER_PLACE_TOKENS, ScatterParams, padded_k,
+    SCATTER_CHUNK, SCATTER_COUNT_THREADS, SCATTER_OFFSETS_THREADS, SCATTER_PLACE_THREADS,
+    SCATTER_PLACE_TOKENS, ScatterParams,
 };
-use crate::moe::q8_1::{quantize_x4, store_x4};
 use crate::moe::scan::cta_exclusive_scan;
 use crate::ptx::{
-    atomic_add_shared_u32, ctaid_x, ctaid_y, lane_id, ld_nc_v4_f32, ld_nc_v4_u32, ld_shared_u32,
-    red_or_shared_u32, smem_base, st_shared_u32, st_v4_u32, sync_threads, sync_warp, tid_x,
+    atomic_add_shared_u32, ctaid_x, ld_shared_u32, red_or_shared_u32, smem_base, st_shared_u32,
+    sync_threads, sync_warp, tid_x,
 };
 
-/// See the module doc (step 1).
+/// See the module doc in mod.rs (step 1).
 ///
 /// # Safety
 /// Buffers as `layout::ScatterParams`; ids below n_experts; `4 * n_experts` bytes of dynamic
@@ -100,7 +72,7 @@ unsafe fn chunk_batch(
     v
 }
 
-/// See the module doc (step 2).
+/// See the module doc in mod.rs (step 2).
 ///
 /// # Safety
 /// Buffers as `layout::ScatterParams`; `layout::CTA_SCAN_SMEM` bytes of dynamic shared memory;
@@ -150,7 +122,7 @@ pub unsafe extern "ptx-kernel" fn moe_scatter_offsets(p: ScatterParams) {
     }
 }
 
-/// See the module doc (step 3).
+/// See the module doc in mod.rs (step 3).
 ///
 /// # Safety
 /// Buffers as `layout::ScatterParams`, after steps 1-2; each token's ids distinct and below
@@ -250,80 +222,3 @@ pub unsafe extern "ptx-kernel" fn moe_scatter_place(p: ScatterParams) {
         }
     }
 }
-
-/// See the module doc (step 4).
-///
-/// # Safety
-/// Buffers as `layout::ScatterParams` (after step 3 when `xt` is 0); x rows 16-byte aligned
-/// (hidden a multiple of 4); grid n_tokens CTAs of 256 threads.
-#[unsafe(no_mangle)]
-pub unsafe extern "ptx-kernel" fn moe_scatter_quantize(p: ScatterParams) {
-    let t = ctaid_x();
-    let n_chunks = (padded_k(p.hidden as usize) / MMQ_BLOCK_VALUES) as u32;
-    let mut kc = tid_x() / 32;
-    while kc < n_chunks {
-        let k0 = kc * MMQ_BLOCK_VALUES as u32 + lane_id() * 4;
-        let mut v = [0.0f32; 4];
-        if k0 < p.hidden {
-            // SAFETY: k0 + 4 <= hidden (a multiple of 4); row t of x.
-            v = unsafe { ld_nc_v4_f32((p.x as *const f32).add((t * p.hidden + k0) as usize)) };
-        }
-        let (q, d) = quantize_x4(v);
-        if p.xt != 0 {
-            // SAFETY: xt holds padded_k(hidden) / 128 chunks of n_tokens blocks; t < n_tokens.
-            unsafe { store_x4(p.xt as *mut BlockQ8_1Mmq, p.n_tokens, t, k0, q, d) };
-        } else {
-            let n_rows = p.n_tokens * p.top_k;
-            for s in 0..p.top_k {
-                // SAFETY: row_of maps (t, s) to a compact row < n_rows; xq holds
-                // padded_k(hidden) / 128 chunks of n_rows blocks.
-                unsafe {
-                    let row = *(p.row_of as *const u32).add((t * p.top_k + s) as usize);
-                    store_x4(p.xq as *mut BlockQ8_1Mmq, n_rows, row, k0, q, d);
-                }
-            }
-        }
-        kc += QUANT_WARPS as u32;
-    }
-}
-
-/// See the module doc (step 5).
-///
-/// # Safety
-/// Buffers as `layout::ScatterParams`, after steps 3 and 4; grid `(ceil(9 n_rows / (256 * 4)),
-/// padded_k(hidden) / 128)` CTAs of `SCATTER_GATHER_THREADS` threads.
-#[unsafe(no_mangle)]
-pub unsafe extern "ptx-kernel" fn moe_scatter_gather(p: ScatterParams) {
-    const THREADS: u32 = SCATTER_GATHER_THREADS as u32;
-    const PIECES: u32 = Q8_1_MMQ_PIECES as u32;
-    let n_rows = p.n_tokens * p.top_k;
-    let total = n_rows * PIECES;
-    let kc = ctaid_y() as u64;
-    let first = ctaid_x() * THREADS * SCATTER_GATHER_PIECES as u32 + tid_x();
-    // Block (kc, row) of xq is piece `9 row + i` of the chunk's run; of xt, token row_token[row].
-    let dst = p.xq + kc * n_rows as u64 * Q8_1_MMQ_BYTES as u64;
-    let src = p.xt + kc * p.n_tokens as u64 * Q8_1_MMQ_BYTES as u64;
-    let mut v = [[0u32; 4]; SCATTER_GATHER_PIECES];
-    unroll!(j in [0, 1, 2, 3] {
-        let idx = first + j as u32 * THREADS;
-        if idx < total {
-            let (row, piece) = (idx / PIECES, idx % PIECES);
-            // SAFETY: row < n_rows: inside row_token, whose entries are tokens < n_tokens; the
-            // piece is inside that token's block of chunk kc in xt (144-byte blocks: 16-byte
-            // aligned pieces).
-            unsafe {
-                let t = *(p.row_token as *const u32).add(row as usize);
-                let a = src + t as u64 * Q8_1_MMQ_BYTES as u64 + 16 * piece as u64;
-                v[j] = ld_nc_v4_u32(a as *const u32);
-            }
-        }
-    });
-    unroll!(j in [0, 1, 2, 3] {
-        let idx = first + j as u32 * THREADS;
-        if idx < total {
-            // SAFETY: piece idx of chunk kc's n_rows blocks: inside xq, 16-byte aligned.
-            unsafe { st_v4_u32((dst + 16 * idx as u64) as *mut u32, v[j]) };
-        }
-    });
-}
-const _: () = assert!(SCATTER_GATHER_PIECES == 4, "the unrolled lists above");
