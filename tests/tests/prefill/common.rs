@@ -1,7 +1,7 @@
 //! What every prefill test shares: the small layer's shape, the pipelines of every eligible
 //! path, and one run checked stage by stage against the CPU reference.
 
-use gpu::layout::WType;
+use gpu::layout::{MAX_EXPERTS, WType};
 use host::device::Gpu;
 use host::moe::expert::mmq::{MmqChoice, MmqKernel, MmqOrder, MmqTma};
 use host::moe::expert::split::{Product, SplitOptions, SwigluAt};
@@ -22,6 +22,16 @@ pub fn small(gate_up_type: WType, down_type: WType, top_k: usize) -> MoeShape {
         ffn: 128,
         gate_up_type,
         down_type,
+    }
+}
+
+/// The most experts and the largest top-k the scatter takes (2,048, top-32), on the small
+/// layer's widths.
+pub fn most_experts() -> MoeShape {
+    MoeShape {
+        n_experts: MAX_EXPERTS,
+        top_k: 32,
+        ..small(WType::Q2_0, WType::Q2_0, 32)
     }
 }
 

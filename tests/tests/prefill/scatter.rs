@@ -3,7 +3,7 @@
 //! pipeline at every row count, give the reference's row order and q8_1 rows (the layer's
 //! bytes checked stage by stage, as every prefill test).
 
-use gpu::layout::{MAX_EXPERTS, WType};
+use gpu::layout::WType;
 use host::moe::layer::DeviceLayer;
 use host::moe::path::ExpertPath;
 use host::moe::prefill::Prefill;
@@ -70,14 +70,7 @@ fn routings(s: &MoeShape, t: usize, sd: u64) -> Vec<(String, Routing)> {
 fn scatter_forms_same_bytes() {
     let gpu = gpu();
     let sd = seed("scatter_forms_same_bytes");
-    let most = MoeShape {
-        n_experts: MAX_EXPERTS,
-        top_k: 32,
-        hidden: 256,
-        ffn: 128,
-        gate_up_type: WType::Q2_0,
-        down_type: WType::Q2_0,
-    };
+    let most = most_experts();
     for (s, ts) in [
         (
             small(WType::Q2_0, WType::Q2_0, 4),

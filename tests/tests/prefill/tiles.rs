@@ -6,10 +6,9 @@
 //! full 48 KB of shared memory in its placement), through every path.
 
 use super::common::*;
-use gpu::layout::{MAX_EXPERTS, WType};
+use gpu::layout::MAX_EXPERTS;
 use host::moe::expert::{max_tiles, tiles, tiles_from_bounds};
 use host::moe::layer::DeviceLayer;
-use host::problem::MoeShape;
 use host::rng::Rng;
 use host::synth::{self, Popularity, SyntheticLayer};
 use tests::*;
@@ -94,14 +93,7 @@ fn device_tile_list_equals_the_hosts() {
 fn most_experts_largest_top_k() {
     let gpu = gpu();
     let sd = seed("most_experts_largest_top_k");
-    let s = MoeShape {
-        n_experts: MAX_EXPERTS,
-        top_k: 32,
-        hidden: 256,
-        ffn: 128,
-        gate_up_type: WType::Q2_0,
-        down_type: WType::Q2_0,
-    };
+    let s = most_experts();
     let layer = SyntheticLayer::new(s, false, sd).expect("layer");
     let dev = DeviceLayer::upload(&gpu, &layer.weights(), &s).expect("upload");
     let mut pfs = pipelines(&gpu, &s, 300);
