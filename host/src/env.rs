@@ -1,6 +1,6 @@
 //! Environment variables that choose one of a few named options (`MOE_MMQ_ORDER`,
-//! `MOE_MMQ_TMA`, `MOE_SCATTER_GATHER`, `MOE_SWIGLU`): one parser, one error for a name it
-//! does not know.
+//! `MOE_MMQ_TMA`, `MOE_SCATTER_GATHER`, `MOE_SCATTER_ONE`, `MOE_SWIGLU`): one parser, one error
+//! for a name it does not know.
 
 use crate::error::{Error, Result};
 

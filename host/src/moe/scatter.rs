@@ -91,6 +91,11 @@ impl RowsRule {
         env::choice(var, v, &Self::NAMES)
     }
 
+    /// From environment variable `var` (unset: `Auto`); an unknown value is an error.
+    pub fn from_env(var: &str) -> Result<RowsRule> {
+        env::choice_from_env(var, &Self::NAMES)
+    }
+
     /// Whether the form runs at `n_rows` rows, `auto` being its rule.
     fn holds(self, n_rows: usize, auto: fn(usize) -> bool) -> bool {
         match self {
@@ -114,10 +119,9 @@ pub struct ScatterForms {
 impl ScatterForms {
     /// From `MOE_SCATTER_GATHER` and `MOE_SCATTER_ONE` (unset: `Auto`).
     pub fn from_env() -> Result<ScatterForms> {
-        let var = |name: &str| RowsRule::parse(name, std::env::var(name).ok().as_deref());
         Ok(ScatterForms {
-            gather: var(GATHER_VAR)?,
-            one: var(ONE_VAR)?,
+            gather: RowsRule::from_env(GATHER_VAR)?,
+            one: RowsRule::from_env(ONE_VAR)?,
         })
     }
 

@@ -15,6 +15,9 @@ use crate::moe::scatter::ScatterForms;
 use crate::moe::{combine, scatter};
 use crate::problem::MoeShape;
 
+/// The byte every buffer is filled with when it is allocated, so that bytes no run wrote show.
+const FILL: u8 = 0xa5;
+
 /// The scatter's token buffer for runs of up to `cap_tokens` under `forms` (poisoned), 16 bytes
 /// where no run gathers (only a run of as many rows as the gather takes uses it).
 fn token_buffer(
@@ -29,12 +32,12 @@ fn token_buffer(
     } else {
         16
     };
-    gpu.alloc_filled(bytes, 0xa5)
+    gpu.alloc_filled(bytes, FILL)
 }
 
 impl Prefill {
-    /// Allocates every buffer for up to `cap_tokens` tokens (poisoned with 0xa5 so unwritten
-    /// bytes show), with the plan of expert path `path` (a forced path or `auto`).
+    /// Allocates every buffer for up to `cap_tokens` tokens (filled with 0xa5, `FILL`, so
+    /// unwritten bytes show), with the plan of expert path `path` (a forced path or `auto`).
     pub fn new(
         gpu: &Gpu,
         shape: &MoeShape,
@@ -62,7 +65,7 @@ impl Prefill {
         combine::check(cap_tokens, shape.hidden)?;
         let rows = (cap_tokens * shape.top_k).max(1);
         let scatter_forms = ScatterForms::from_env()?;
-        let p = 0xa5;
+        let p = FILL;
         let ev = || {
             gpu.ctx
                 .new_event(Some(cudarc::driver::sys::CUevent_flags::CU_EVENT_DEFAULT))
