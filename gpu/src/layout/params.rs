@@ -142,12 +142,24 @@ pub struct MmqParams {
     /// [`MMQ_ORDER_TILES`], CTA (x, y) takes tile x and row tile y (every tile of row tile 0
     /// first: each row tile reads all the activations again). Every other kernel ignores it.
     pub order: u32,
+    /// The L2 priority of the weights' lines in the narrow and resident kernels' warp-private
+    /// copies on sm_90 modules (tensor copies, bulk copies and `cp.async` pieces, with
+    /// `.L2::cache_hint`): [`MMQ_WEIGHT_L2_NORMAL`] or [`MMQ_WEIGHT_L2_FIRST`] (evicted first,
+    /// so that the lines read again - the activations, the product's output that the next
+    /// kernel reads - stay). Every other kernel and module ignores it. Both give the same
+    /// bytes.
+    pub weight_l2: u32,
+    pub _pad: u32,
 }
 
 /// [`MmqParams::order`]: the row tiles of a tile together (the default).
 pub const MMQ_ORDER_ROWS: u32 = 1;
 /// [`MmqParams::order`]: the grid's own order, the tiles of a row tile together.
 pub const MMQ_ORDER_TILES: u32 = 0;
+/// [`MmqParams::weight_l2`]: the weights' lines at the L2's normal priority (the default).
+pub const MMQ_WEIGHT_L2_NORMAL: u32 = 0;
+/// [`MmqParams::weight_l2`]: the weights' lines evicted from the L2 first.
+pub const MMQ_WEIGHT_L2_FIRST: u32 = 1;
 
 /// Parameters of `moe_route`: softmax + top-k of router logits `[n_tokens][n_experts]` into
 /// `ids` / `weights` `[n_tokens][top_k]` (rules: host/src/reference/route.rs).
@@ -245,7 +257,7 @@ host_pod!(
 
 const _: () = assert!(size_of::<MmqTile>() == 16);
 const _: () = assert!(size_of::<ExpertTilesParams>() == 32);
-const _: () = assert!(size_of::<MmqParams>() == 104);
+const _: () = assert!(size_of::<MmqParams>() == 112);
 const _: () = assert!(size_of::<RouteParams>() == 48);
 const _: () = assert!(size_of::<ScatterParams>() == 88);
 const _: () = assert!(size_of::<CombineParams>() == 40);

@@ -94,6 +94,65 @@ pub unsafe fn tma_load_3d(dst: u32, map: u64, x: u32, y: u32, z: u32, bar: u32) 
     };
 }
 
+/// `createpolicy.fractional.L2::evict_first.b64 policy, 1.0` [9.7.9.18]: a cache policy
+/// under which the lines an access brings into the L2 are the first evicted, for data read once
+/// (a product's weights), so that what is read again (the activations, a product's output that
+/// the next kernel reads) stays in the L2.
+#[inline(always)]
+pub fn l2_evict_first() -> u64 {
+    let p: u64;
+    // SAFETY: creates a value in a register; no memory access.
+    unsafe {
+        asm!("createpolicy.fractional.L2::evict_first.b64 {p}, 1.0;", p = out(reg64) p,
+             options(nostack, pure, nomem))
+    };
+    p
+}
+
+/// `createpolicy.fractional.L2::evict_normal.b64 policy, 1.0` [9.7.9.18]: the L2's normal
+/// priority, as an access without a cache hint.
+#[inline(always)]
+pub fn l2_evict_normal() -> u64 {
+    let p: u64;
+    // SAFETY: creates a value in a register; no memory access.
+    unsafe {
+        asm!("createpolicy.fractional.L2::evict_normal.b64 {p}, 1.0;", p = out(reg64) p,
+             options(nostack, pure, nomem))
+    };
+    p
+}
+
+/// [`bulk_copy`] with the L2 cache policy `policy` ([`l2_evict_first`], [`l2_evict_normal`])
+/// for the lines it reads (`.L2::cache_hint`).
+///
+/// # Safety
+/// As [`bulk_copy`]; `policy` made by `createpolicy`.
+#[inline(always)]
+pub unsafe fn bulk_copy_hint(dst: u32, src: u64, bytes: u32, bar: u32, policy: u64) {
+    // SAFETY: the caller guarantees the addresses and the barrier.
+    unsafe {
+        asm!("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint [{d}], [{s}], {n}, [{b}], {p};",
+             d = in(reg32) dst, s = in(reg64) src, n = in(reg32) bytes, b = in(reg32) bar,
+             p = in(reg64) policy, options(nostack))
+    };
+}
+
+/// [`tma_load_3d`] with the L2 cache policy `policy` ([`l2_evict_first`], [`l2_evict_normal`])
+/// for the lines it reads (`.L2::cache_hint`).
+///
+/// # Safety
+/// As [`tma_load_3d`]; `policy` made by `createpolicy`.
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+pub unsafe fn tma_load_3d_hint(dst: u32, map: u64, x: u32, y: u32, z: u32, bar: u32, policy: u64) {
+    // SAFETY: the caller guarantees the map, the addresses and the barrier.
+    unsafe {
+        asm!("cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes.L2::cache_hint [{d}], [{m}, {{{x}, {y}, {z}}}], [{b}], {p};",
+             d = in(reg32) dst, m = in(reg64) map, x = in(reg32) x, y = in(reg32) y,
+             z = in(reg32) z, b = in(reg32) bar, p = in(reg64) policy, options(nostack))
+    };
+}
+
 /// Waits until the phase of `bar` with parity `parity` has completed
 /// (`mbarrier.try_wait.parity.shared::cta.b64` [9.7.13.15.16] until it succeeds); the bytes
 /// that phase counted are then visible to this thread.

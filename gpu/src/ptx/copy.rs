@@ -26,6 +26,21 @@ pub unsafe fn cp_async_16(dst: u32, src: u64) {
     }
 }
 
+/// [`cp_async_16`] with the L2 cache policy `policy` (`.L2::cache_hint`; sm_90 modules:
+/// `ptx::l2_evict_first`, `ptx::l2_evict_normal`).
+///
+/// # Safety
+/// As [`cp_async_16`]; `policy` made by `createpolicy`.
+#[cfg(gpu_sm90)]
+#[inline(always)]
+pub unsafe fn cp_async_16_hint(dst: u32, src: u64, policy: u64) {
+    // SAFETY: the caller guarantees both addresses.
+    unsafe {
+        asm!("cp.async.cg.shared.global.L2::cache_hint [{d}], [{s}], 16, {p};", d = in(reg32) dst,
+             s = in(reg64) src, p = in(reg64) policy, options(nostack));
+    }
+}
+
 /// `cp.async.commit_group` [9.7.9.25.4]: closes the group of this thread's copies issued since
 /// the last commit (an empty group is allowed). Nothing on sm_75.
 #[inline(always)]

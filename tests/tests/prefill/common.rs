@@ -3,7 +3,7 @@
 
 use gpu::layout::{MAX_EXPERTS, WType};
 use host::device::Gpu;
-use host::moe::expert::mmq::{MmqChoice, MmqKernel, MmqOrder, MmqTma};
+use host::moe::expert::mmq::{MmqChoice, MmqKernel, MmqOrder, MmqTma, MmqWeightL2};
 use host::moe::expert::split::{Product, SplitOptions, SwigluAt};
 use host::moe::expert::ws::WsOptions;
 use host::moe::layer::DeviceLayer;
@@ -132,6 +132,7 @@ pub fn pipelines(gpu: &Gpu, s: &MoeShape, cap: usize) -> Vec<Prefill> {
                 mmq,
                 order,
                 tma: MmqTma::Auto,
+                weight_l2: MmqWeightL2::Normal,
                 swiglu,
             };
             let pf = split_pipeline(gpu, s, cap, [Product::Mmq; 2], o);
@@ -153,6 +154,30 @@ pub fn pipelines(gpu: &Gpu, s: &MoeShape, cap: usize) -> Vec<Prefill> {
             pf.describe()
         );
         pfs.push(pf);
+        // The weights' lines evicted from the L2 first (`MOE_MMQ_WEIGHT_L2=first`; the narrow
+        // and resident kernels' copies on sm_90 modules): the default kernels (narrow by tensor
+        // copies, resident), narrow ones by `cp.async` pieces, and the narrow kernel with the
+        // SwiGLU epilogue.
+        for (mmq, swiglu, tma) in [
+            (MmqChoice::Auto, SwigluAt::Auto, MmqTma::Auto),
+            (MmqChoice::NarrowStreamed, SwigluAt::Kernel, MmqTma::Never),
+            (MmqChoice::Narrow, SwigluAt::Epilogue, MmqTma::Auto),
+        ] {
+            let o = SplitOptions {
+                mmq,
+                swiglu,
+                tma,
+                weight_l2: MmqWeightL2::First,
+                ..SplitOptions::default()
+            };
+            let pf = split_pipeline(gpu, s, cap, [Product::Mmq; 2], o);
+            assert!(
+                pf.describe().contains("weights evicted from the L2 first"),
+                "{}",
+                pf.describe()
+            );
+            pfs.push(pf);
+        }
     }
     pfs.push(Prefill::new(gpu, s, cap, PathChoice::Auto).expect("auto pipeline"));
     if host::ptx::has_mma(gpu.info.ptx_arch) {

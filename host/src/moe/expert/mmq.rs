@@ -29,6 +29,7 @@ mod bounds;
 mod choice;
 mod order;
 mod tma;
+mod weight_l2;
 pub use bounds::{
     FLAT_MIN_ROWS_PER_EXPERT, FLAT_MIN_ROWS_TALL, NARROW_MAX_ROWS_PER_EXPERT,
     NARROW_RESIDENT_MAX_ROWS_IQ4_NL, NARROW_RESIDENT_MAX_ROWS_PER_EXPERT, flat_pays,
@@ -37,6 +38,7 @@ pub use bounds::{
 pub use choice::{MMQ_KERNEL_VAR, MmqChoice};
 pub use order::{MMQ_ORDER_VAR, MmqOrder};
 pub use tma::{MMQ_TMA_VAR, MmqTma};
+pub use weight_l2::{MMQ_WEIGHT_L2_VAR, MmqWeightL2};
 
 /// Why the MMQ path cannot run this shape, if it cannot.
 pub fn eligible(s: &MoeShape) -> Result<()> {

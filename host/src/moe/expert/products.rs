@@ -3,7 +3,7 @@
 
 use crate::env;
 use crate::error::Result;
-use crate::moe::expert::mmq::{self, MmqChoice, MmqOrder, MmqTma};
+use crate::moe::expert::mmq::{self, MmqChoice, MmqOrder, MmqTma, MmqWeightL2};
 use crate::moe::expert::ws::{self, WsOptions};
 use crate::moe::path::ExpertPath;
 use crate::problem::MoeShape;
@@ -40,26 +40,28 @@ impl SplitChoice {
     }
 }
 
-/// How a split plan's products run: the weight-stationary options, the MMQ kernel choice and
-/// its CTAs' order, and where SwiGLU + q8_1 runs.
+/// How a split plan's products run: the weight-stationary options, the MMQ kernel choice, its
+/// CTAs' order, tensor copies and weights' L2 priority, and where SwiGLU + q8_1 runs.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct SplitOptions {
     pub ws: WsOptions,
     pub mmq: MmqChoice,
     pub order: MmqOrder,
     pub tma: MmqTma,
+    pub weight_l2: MmqWeightL2,
     pub swiglu: SwigluAt,
 }
 
 impl SplitOptions {
     /// From the environment (`MOE_WS_FAST`, `MOE_WS_COLS`, `MOE_MMQ_KERNEL`, `MOE_MMQ_ORDER`,
-    /// `MOE_MMQ_TMA`, `MOE_SWIGLU`).
+    /// `MOE_MMQ_TMA`, `MOE_MMQ_WEIGHT_L2`, `MOE_SWIGLU`).
     pub fn from_env() -> Result<SplitOptions> {
         Ok(SplitOptions {
             ws: WsOptions::from_env(),
             mmq: MmqChoice::from_env()?,
             order: MmqOrder::from_env()?,
             tma: MmqTma::from_env()?,
+            weight_l2: MmqWeightL2::from_env()?,
             swiglu: SwigluAt::from_env()?,
         })
     }

@@ -19,7 +19,7 @@ use super::{
 };
 use crate::device::Gpu;
 use crate::error::Result;
-use crate::moe::expert::mmq::{MmqKernel, MmqKernels, MmqOrder, MmqTma};
+use crate::moe::expert::mmq::{MmqKernel, MmqKernels, MmqOrder, MmqTma, MmqWeightL2};
 use crate::moe::expert::mmq_lists::MmqLists;
 use crate::moe::expert::tiles::TileRepr;
 use crate::moe::expert::ws::{self, WsOptions};
@@ -51,6 +51,9 @@ pub struct SplitPlan {
     mmq_order: MmqOrder,
     /// Whether the pipelined MMQ kernels take the layer's tensor maps (`MmqParams::wmap0`).
     mmq_tma: MmqTma,
+    /// The L2 priority of the narrow and resident MMQ kernels' weight copies
+    /// (`MmqParams::weight_l2`).
+    mmq_weight_l2: MmqWeightL2,
     /// The shared memory of each product's resident form where the last launch ran it (its
     /// layout's `MmqResidentSmem::total`), else 0.
     resident_smem: [usize; 2],
@@ -124,6 +127,7 @@ impl SplitPlan {
             products: [first; 2],
             mmq_order: opts.order,
             mmq_tma: opts.tma,
+            mmq_weight_l2: opts.weight_l2,
             swiglu: opts.swiglu,
             run_rows: rows,
             gu: gpu.alloc_filled(rows * 2 * s.ffn, 0xa5)?,
@@ -284,6 +288,9 @@ impl ExpertPlan for SplitPlan {
         .to_string();
         if self.mmq_tma == MmqTma::Never && self.products.contains(&Product::Mmq) {
             swiglu += "; no tensor copies";
+        }
+        if self.mmq_weight_l2 == MmqWeightL2::First && self.products.contains(&Product::Mmq) {
+            swiglu += "; weights evicted from the L2 first";
         }
         if a == b {
             format!("{a} per product; {swiglu}")

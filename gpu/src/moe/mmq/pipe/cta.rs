@@ -29,6 +29,10 @@ pub(super) struct Cta {
     pub(super) tma: bool,
     pub(super) sm: MmqPipeSmem,
     pub(super) base: u32,
+    /// The L2 cache policy of the warp-private weight copies (sm_90, copy/mod.rs's
+    /// `weight_policy`), made once where the CTA starts.
+    #[cfg(gpu_sm90)]
+    pub(super) policy: u64,
 }
 
 impl Cta {

@@ -147,6 +147,9 @@ pub unsafe fn mmq_pipe<
         tma: copy::tma_here(p, shape, TMA),
         sm: MmqPipeSmem::of(B::WTYPE, shape),
         base: smem_base(),
+        // Every lane of every warp here (`weight_policy`'s contract).
+        #[cfg(gpu_sm90)]
+        policy: copy::weight_policy(p),
     };
     if NARROW && TMA && !copy::maps_given(p) {
         return; // launched without the maps it needs (the host's error): nothing written

@@ -22,6 +22,7 @@
 //! runs regs.rs's products with no further CTA barrier: a warp reads only its own rows. The
 //! products and their order are regs.rs's, so the bytes are the streamed form's.
 
+use super::copy::weight_policy;
 use super::regs::{Resident, product};
 use super::{Cta, weight_row};
 use crate::formats::WeightBlock;
@@ -30,8 +31,8 @@ use crate::layout::{
     MmqTile, Q8_1_MMQ_BYTES,
 };
 use crate::ptx::{
-    bulk_copy, fence_mbar_init, mbar_arrive_expect_tx, mbar_init, mbar_wait, smem_base,
-    sync_threads, sync_warp, tid_x,
+    bulk_copy, bulk_copy_hint, fence_mbar_init, mbar_arrive_expect_tx, mbar_init, mbar_wait,
+    smem_base, sync_threads, sync_warp, tid_x,
 };
 
 /// The narrow kernel's resident form for weight format `B` (see the module doc), the kernel
@@ -76,6 +77,8 @@ pub unsafe fn mmq_resident<B: WeightBlock>(p: &MmqParams) {
         tma: false,
         sm: psm,
         base: smem_base(),
+        // Every lane of every warp here (`weight_policy`'s contract).
+        policy: weight_policy(p),
     };
     // SAFETY: every thread, nothing copied yet; the contract.
     unsafe { k_loop::<B>(p, &c, &sm, tile0, n_tiles, p.k / MMQ_KSTEP as u32) };
@@ -108,6 +111,7 @@ unsafe fn k_loop<B: WeightBlock>(
     let phase = |r: u32| if two { (r / 2) % 2 } else { r % 2 };
     let wbar = |b: u32| c.base + sm.warp_bar(warp as usize, b as usize) as u32;
     let abar = |j: u32| c.base + sm.acts_bar(j as usize) as u32;
+    let policy = c.policy;
     // The warp's rows of row tile `r` into weight buffer `r % wbufs`, on its barrier there.
     let copy_rows = |r: u32| {
         let b = buf(r);
@@ -118,11 +122,12 @@ unsafe fn k_loop<B: WeightBlock>(
         // layout) land in its part of the buffer.
         unsafe {
             mbar_arrive_expect_tx(wbar(b), warp_bytes);
-            bulk_copy(
+            bulk_copy_hint(
                 c.base + b * sm.wbuf_bytes as u32 + warp * warp_bytes,
                 src + (warp * warp_bytes) as u64,
                 warp_bytes,
                 wbar(b),
+                policy,
             );
         }
     };

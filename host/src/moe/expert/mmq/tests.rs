@@ -2,8 +2,8 @@
 //! choice and row count, and where the narrow kernel runs in its resident form.
 
 use super::*;
-use gpu::layout::MMQ_ORDER_ROWS;
 use gpu::layout::{MMQ_FLAT_COLS, MMQ_FLAT_ROWS};
+use gpu::layout::{MMQ_ORDER_ROWS, MMQ_WEIGHT_L2_NORMAL};
 
 fn dev(max_smem_optin: u32) -> DeviceLimits {
     DeviceLimits {
@@ -205,6 +205,8 @@ fn resident_form_where_its_layout_and_the_rows_allow() {
         out_stride: 2560,
         resident: 0,
         order: MMQ_ORDER_ROWS,
+        weight_l2: MMQ_WEIGHT_L2_NORMAL,
+        _pad: 0,
     };
     let w = WType::Iq4Nl;
     let ks = |c| MmqKernels::new([WType::Q2_0, w], REF, &d, c, false);

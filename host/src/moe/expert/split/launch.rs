@@ -71,6 +71,8 @@ impl SplitPlan {
             out_stride,
             resident: 0,
             order: self.mmq_order.param(),
+            weight_l2: self.mmq_weight_l2.param(),
+            _pad: 0,
         };
         let gu_p = self.with_resident(0, epilogue, s.gate_up_type, gu_p);
         // SAFETY: weights resident with the layer's shape (checked at upload); xq holds
@@ -104,6 +106,8 @@ impl SplitPlan {
             out_stride: s.hidden as u32,
             resident: 0,
             order: self.mmq_order.param(),
+            weight_l2: self.mmq_weight_l2.param(),
+            _pad: 0,
         };
         let dn_p = self.with_resident(1, false, s.down_type, dn_p);
         // SAFETY: as for gate/up; hq holds padded(ffn) / 128 chunks of n_rows blocks;

@@ -40,18 +40,38 @@ use crate::layout::{
     MMQ_KSTEP, MMQ_THREADS, MmqParams, MmqPipeShape, Q8_1_MMQ_BYTES, fused_sub_steps,
 };
 #[cfg(gpu_sm90)]
-use crate::layout::{MMQ_PIPE_BAR_ARRIVALS, MMQ_PIPE_BAR_BYTES, MMQ_TMA_BOX_ROWS, MmqTmaMap};
+use crate::layout::{
+    MMQ_PIPE_BAR_ARRIVALS, MMQ_PIPE_BAR_BYTES, MMQ_TMA_BOX_ROWS, MMQ_WEIGHT_L2_FIRST, MmqTmaMap,
+};
 #[cfg(not(gpu_sm90))]
 use crate::layout::{MMQ_SMEM_ROW, Q8_1_MMQ_PIECES};
 #[cfg(gpu_sm90)]
 use crate::ptx::{
-    bulk_copy, fence_mbar_init, mbar_arrive_expect_tx, mbar_init, mbar_wait, tma_load_3d,
+    bulk_copy, fence_mbar_init, l2_evict_first, l2_evict_normal, mbar_arrive_expect_tx, mbar_init,
+    mbar_wait, tma_load_3d, warp_uniform,
 };
 use crate::ptx::{cp_async_16, cp_async_commit, cp_async_wait, sync_threads, tid_x};
 
 /// The thread that issues the activations' bulk copy (sm_90): the first of the second half.
 #[cfg(gpu_sm90)]
 const ACTS_THREAD: u32 = (MMQ_THREADS / 2) as u32;
+
+/// The L2 cache policy of the weights' copies (sm_90, `MmqParams::weight_l2`): their lines
+/// evicted first, or at the normal priority. Through `ptx::warp_uniform`, so that ptxas keeps it
+/// in uniform registers: the copies that take it need no loop over the lanes' values. Every
+/// lane of the warp must call it together.
+#[cfg(gpu_sm90)]
+#[inline(always)]
+pub(super) fn weight_policy(p: &MmqParams) -> u64 {
+    let policy = if p.weight_l2 == MMQ_WEIGHT_L2_FIRST {
+        l2_evict_first()
+    } else {
+        l2_evict_normal()
+    };
+    let lo = warp_uniform(policy as u32) as u64;
+    let hi = warp_uniform((policy >> 32) as u32) as u64;
+    lo | hi << 32
+}
 
 /// The bytes of each weight row in the raw stage that K step `j` starts (`j` a multiple of the
 /// stage's steps): the whole stage, or where `k` ends inside it (the narrow shape's longer

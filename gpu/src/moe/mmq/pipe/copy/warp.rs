@@ -18,8 +18,8 @@ use crate::layout::{MMQ_THREADS, MMQ_TMA_NARROW_BOX_ROWS, MmqTmaMap, Q8_1_MMQ_BY
 use crate::ptx::sync_threads;
 #[cfg(gpu_sm90)]
 use crate::ptx::{
-    bulk_copy, cp_async_16, mbar_arrive, mbar_arrive_expect_tx, mbar_wait, sync_warp, tid_x,
-    tma_load_3d, warp_uniform,
+    bulk_copy, cp_async_16_hint, mbar_arrive, mbar_arrive_expect_tx, mbar_wait, sync_warp, tid_x,
+    tma_load_3d_hint, warp_uniform,
 };
 
 /// Issues this thread's share of K step `j`'s copies in the warp-private form
@@ -39,6 +39,7 @@ pub(in crate::moe::mmq::pipe) unsafe fn issue_warp<B: WeightBlock>(p: &MmqParams
     let tid = tid_x();
     let (warp, lane) = (tid / 32, tid % 32);
     let sub = c.shape.stage_steps(B::WTYPE) as u32;
+    let policy = c.policy;
     if j % sub == 0 && c.tma {
         // The boxes' operands from warp-uniform values (`warp_uniform`), so that ptxas keeps
         // them in uniform registers rather than looping over the lanes' values.
@@ -69,7 +70,7 @@ pub(in crate::moe::mmq::pipe) unsafe fn issue_warp<B: WeightBlock>(p: &MmqParams
                     } else {
                         (p.wmap1, r - p.n_split)
                     };
-                    tma_load_3d(dst + BOX * h * slot, map, x, y, expert, b);
+                    tma_load_3d_hint(dst + BOX * h * slot, map, x, y, expert, b, policy);
                 }
             }
         }
@@ -90,7 +91,7 @@ pub(in crate::moe::mmq::pipe) unsafe fn issue_warp<B: WeightBlock>(p: &MmqParams
             if 16 * k < start + len {
                 // SAFETY: the piece lies in the row's window, inside the weight buffer or its
                 // readable 16 bytes past the end; the slot holds `chunks` pieces.
-                unsafe { cp_async_16(dst + 16 * k, a0 + 16 * k as u64) };
+                unsafe { cp_async_16_hint(dst + 16 * k, a0 + 16 * k as u64, policy) };
             }
         }
     }
