@@ -171,8 +171,9 @@ pub fn pipelines(gpu: &Gpu, s: &MoeShape, cap: usize) -> Vec<Prefill> {
                 ..SplitOptions::default()
             };
             let pf = split_pipeline(gpu, s, cap, [Product::Mmq; 2], o);
-            assert!(
+            assert_eq!(
                 pf.describe().contains("weights evicted from the L2 first"),
+                host::ptx::has_bulk(gpu.info.ptx_arch),
                 "{}",
                 pf.describe()
             );

@@ -127,7 +127,12 @@ impl SplitPlan {
             products: [first; 2],
             mmq_order: opts.order,
             mmq_tma: opts.tma,
-            mmq_weight_l2: opts.weight_l2,
+            // Only sm_90 modules' kernels take it (the others copy without a hint).
+            mmq_weight_l2: if crate::ptx::has_bulk(gpu.info.ptx_arch) {
+                opts.weight_l2
+            } else {
+                MmqWeightL2::Normal
+            },
             swiglu: opts.swiglu,
             run_rows: rows,
             gu: gpu.alloc_filled(rows * 2 * s.ffn, 0xa5)?,
