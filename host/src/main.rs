@@ -44,6 +44,7 @@ enum Cmd {
 
 fn main() {
     let args = Args::parse();
+    cli::env::EnvReport::of(std::env::vars_os()).print();
     let r = match args.cmd {
         None => cli::default::run(&args.path),
         Some(Cmd::Swiglu(a)) => cli::swiglu::run(&a),

@@ -1,6 +1,7 @@
 //! The CLI's commands.
 
 pub mod default;
+pub mod env;
 pub mod info;
 pub mod make_model;
 pub mod model;
