@@ -142,12 +142,11 @@ pub struct MmqParams {
     /// [`MMQ_ORDER_TILES`], CTA (x, y) takes tile x and row tile y (every tile of row tile 0
     /// first: each row tile reads all the activations again). Every other kernel ignores it.
     pub order: u32,
-    /// The L2 priority of the weights' lines in the narrow and resident kernels' warp-private
+    /// The L2 priority of the weights' lines in the narrow, tall and resident kernels' warp-private
     /// copies on sm_90 modules (tensor copies, bulk copies and `cp.async` pieces, with
-    /// `.L2::cache_hint`): [`MMQ_WEIGHT_L2_NORMAL`] or [`MMQ_WEIGHT_L2_FIRST`] (evicted first,
-    /// so that the lines read again - the activations, the product's output that the next
-    /// kernel reads - stay). Every other kernel and module ignores it. Both give the same
-    /// bytes.
+    /// `.L2::cache_hint`): [`MMQ_WEIGHT_L2_NORMAL`] or [`MMQ_WEIGHT_L2_FIRST`] (evicted first, so
+    /// that the lines read again stay: the activations, and the product's output that the next
+    /// kernel reads). Every other kernel and module ignores it. Both give the same bytes.
     pub weight_l2: u32,
     pub _pad: u32,
 }

@@ -143,7 +143,6 @@ pub unsafe fn bulk_copy_hint(dst: u32, src: u64, bytes: u32, bar: u32, policy: u
 /// # Safety
 /// As [`tma_load_3d`]; `policy` made by `createpolicy`.
 #[inline(always)]
-#[allow(clippy::too_many_arguments)]
 pub unsafe fn tma_load_3d_hint(dst: u32, map: u64, x: u32, y: u32, z: u32, bar: u32, policy: u64) {
     // SAFETY: the caller guarantees the map, the addresses and the barrier.
     unsafe {

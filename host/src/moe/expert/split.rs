@@ -51,7 +51,7 @@ pub struct SplitPlan {
     mmq_order: MmqOrder,
     /// Whether the pipelined MMQ kernels take the layer's tensor maps (`MmqParams::wmap0`).
     mmq_tma: MmqTma,
-    /// The L2 priority of the narrow and resident MMQ kernels' weight copies
+    /// The L2 priority of the narrow, tall and resident MMQ kernels' weight copies
     /// (`MmqParams::weight_l2`).
     mmq_weight_l2: MmqWeightL2,
     /// The shared memory of each product's resident form where the last launch ran it (its

@@ -1,4 +1,4 @@
-//! The L2 priority of the weights' lines in the narrow and resident MMQ kernels' copies
+//! The L2 priority of the weights' lines in the narrow, tall and resident MMQ kernels' copies
 //! (`MmqParams::weight_l2`), and its environment variable.
 
 use gpu::layout::{MMQ_WEIGHT_L2_FIRST, MMQ_WEIGHT_L2_NORMAL};
@@ -6,17 +6,17 @@ use gpu::layout::{MMQ_WEIGHT_L2_FIRST, MMQ_WEIGHT_L2_NORMAL};
 use crate::env;
 use crate::error::Result;
 
-/// Environment variable naming the L2 priority of the narrow and resident MMQ kernels' weight
-/// copies on sm_90 ([`MmqWeightL2`]): `normal` (the default) or `first`.
+/// Environment variable naming the L2 priority of the narrow, tall and resident MMQ kernels'
+/// weight copies on sm_90 ([`MmqWeightL2`]): `normal` (the default) or `first`.
 pub const MMQ_WEIGHT_L2_VAR: &str = "MOE_MMQ_WEIGHT_L2";
 
-/// The L2 priority of the lines the narrow and resident MMQ kernels' weight copies bring in on
-/// sm_90 modules (`.L2::cache_hint` on their tensor copies, bulk copies and `cp.async` pieces:
-/// the kernels of few rows per expert). Both give the same bytes. `Normal`: as a copy without a hint. `First`: evicted before any other line, so
-/// that a product streaming its weights (read once at few rows per expert) leaves in the L2
-/// what is read again: its activations, and its output, which the next kernel (SwiGLU +
-/// quantize after gate/up, the combine after down) reads. Not measured yet: `Normal` stays the
-/// default until the H200 says otherwise.
+/// The L2 priority of the lines the narrow, tall and resident MMQ kernels' weight copies bring in
+/// on sm_90 modules (`.L2::cache_hint` on their tensor copies, bulk copies and `cp.async` pieces:
+/// the kernels of few rows per expert). Both give the same bytes. `Normal`: as a copy without a
+/// hint. `First`: evicted before any other line, so that a product streaming its weights (read once
+/// at few rows per expert) leaves in the L2 what is read again: its activations, and its output,
+/// which the next kernel (SwiGLU + quantize after gate/up, the combine after down) reads. Not
+/// measured yet: `Normal` stays the default until the H200 says otherwise.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum MmqWeightL2 {
     #[default]
