@@ -154,10 +154,10 @@ pub fn pipelines(gpu: &Gpu, s: &MoeShape, cap: usize) -> Vec<Prefill> {
             pf.describe()
         );
         pfs.push(pf);
-        // The weights' lines evicted from the L2 first (`MOE_MMQ_WEIGHT_L2=first`; the narrow
-        // and resident kernels' copies on sm_90 modules): the default kernels (narrow by tensor
-        // copies, resident), narrow ones by `cp.async` pieces, and the narrow kernel with the
-        // SwiGLU epilogue.
+        // The weights' lines evicted from the L2 first (`MOE_MMQ_WEIGHT_L2=first`; the narrow,
+        // tall and resident kernels' copies on sm_90 modules): the default kernels (narrow by
+        // tensor copies, resident, tall where the types and rows take them), narrow ones by
+        // `cp.async` pieces, and the narrow kernel with the SwiGLU epilogue.
         for (mmq, swiglu, tma) in [
             (MmqChoice::Auto, SwigluAt::Auto, MmqTma::Auto),
             (MmqChoice::NarrowStreamed, SwigluAt::Kernel, MmqTma::Never),
