@@ -15,9 +15,10 @@ use super::{MmqPipeShape, MmqPipeSmem, WType};
 /// in whole boxes (gpu/src/moe/mmq/pipe/cta.rs).
 pub const MMQ_TMA_BOX_ROWS: usize = 32;
 
-/// Weight rows of one narrow box: a narrow warp's 16 rows are two (`moe_mmq_narrow_tma_<type>`,
-/// without the SwiGLU epilogue).
-pub const MMQ_TMA_NARROW_BOX_ROWS: usize = 8;
+/// Weight rows of one narrow box: a narrow warp's 16 rows (`moe_mmq_narrow_tma_<type>`, without
+/// the SwiGLU epilogue), one box a warp and stage. (It was two boxes of 8 rows: the second box's
+/// issue cost each warp 23 instructions a stage, ptxas 12.9.)
+pub const MMQ_TMA_NARROW_BOX_ROWS: usize = 16;
 
 /// The largest box row the tensor copies take (256 elements of one byte).
 pub const MMQ_TMA_MAX_BOX_BYTES: usize = 256;
@@ -175,12 +176,12 @@ mod tests {
         assert_eq!(m.box_dims(), [48, 32, 1]);
         assert_eq!(m.box_total(), 48 * 32);
         assert_eq!(m.box_rows, 32);
-        // The narrow kernel's: 8 rows, its 176-byte slot (a 144-byte stage from a 16-byte
+        // The narrow kernel's: a warp's 16 rows, its 176-byte slot (a 144-byte stage from a 16-byte
         // boundary, its odd slot); none for the tall kernel.
         let n = MmqPipeShape::Narrow;
         let m = MmqTmaMap::of(WType::Q2_0, n, 720, 1280, 512, 1280 * 720).unwrap();
-        assert_eq!((m.box_bytes, m.box_rows), (176, 8));
-        assert_eq!(m.box_dims(), [176, 8, 1]);
+        assert_eq!((m.box_bytes, m.box_rows), (176, 16));
+        assert_eq!(m.box_dims(), [176, 16, 1]);
         assert_eq!(MmqTmaMap::stage_box_of(WType::Q2_0, n, 3), (432, 0));
         assert!(
             MmqTmaMap::of(
@@ -232,7 +233,7 @@ mod tests {
             }
         }
         // The narrow boxes: the slot its products read (so the stage's layout is the pieces'),
-        // every stage inside its row's box, each 8-row box 128-byte aligned.
+        // every stage inside its row's box, each box 128-byte aligned.
         for w in WType::ALL {
             let n = MmqPipeShape::Narrow;
             let sm = MmqPipeSmem::of(w, n);

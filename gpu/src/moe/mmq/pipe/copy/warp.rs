@@ -1,6 +1,6 @@
 //! The warp-private form of the pipelined MMQ kernel's copies (copy/mod.rs's module doc), for
 //! the shapes that decode into registers (narrow, tall: regs.rs's K loop): on sm_90 each warp
-//! copies its own rows (pieces, or two boxes in `moe_mmq_narrow_tma_<type>`) and waits for
+//! copies its own rows (pieces, or a box in `moe_mmq_narrow_tma_<type>`) and waits for
 //! them with a warp barrier; the activations' buffers are freed by an empty barrier every
 //! thread arrives on. Below sm_90 the CTA-shared form (copy/mod.rs's `issue`).
 
@@ -46,11 +46,12 @@ pub(in crate::moe::mmq::pipe) unsafe fn issue_warp<B: WeightBlock>(p: &MmqParams
         let warp = warp_uniform(warp);
         let expert = warp_uniform(c.tile.expert);
         if lane == 0 {
-            // The warp's 16 rows as two boxes (`layout::MMQ_TMA_NARROW_BOX_ROWS` rows each):
-            // tile rows 16 warp .. + 8 and 16 warp + 8 .. + 8, weight rows `first_row + 16 warp`
-            // and `+ 8` (`moe_mmq_narrow_tma_<type>` has no SwiGLU epilogue: its rows are the
-            // product's in order).
+            // The warp's 16 rows as boxes of `layout::MMQ_TMA_NARROW_BOX_ROWS` rows (one box):
+            // tile rows 16 warp .., weight rows `first_row + 16 warp ..`
+            // (`moe_mmq_narrow_tma_<type>` has no SwiGLU epilogue: its rows are the product's in
+            // order).
             const BOX: u32 = MMQ_TMA_NARROW_BOX_ROWS as u32;
+            const { assert!(WARP_ROWS.is_multiple_of(BOX) && 32 % BOX == 0 && BOX >= 8) };
             let (x, _) = MmqTmaMap::stage_box_of(B::WTYPE, c.shape, j / sub);
             let slot = c.sm.slot as u32;
             let b = wbar(c, warp, j / sub);
@@ -58,9 +59,10 @@ pub(in crate::moe::mmq::pipe) unsafe fn issue_warp<B: WeightBlock>(p: &MmqParams
             // SAFETY: the layout's weight barrier of this warp and buffer, whose previous
             // phase this warp waited for before its products of that stage ([`wait_in_regs`]);
             // the warp's rows of the stage buffer are free (the contract); the maps describe w0
-            // and w1 (`tma_here`), each box's 8 rows lie in one of them (their row counts are
-            // multiples of 32, the boxes start at multiples of 8); the boxes land at multiples
-            // of 128 bytes (8 rows of a 16-byte multiple `slot`, from a 128-aligned buffer).
+            // and w1 (`tma_here`), each box's rows lie in one of them (their row counts are
+            // multiples of 32, the boxes start at multiples of the box's rows, which divide
+            // 32); the boxes land at multiples of 128 bytes (at least 8 rows of a 16-byte
+            // multiple `slot`, from a 128-aligned buffer).
             unsafe {
                 mbar_arrive_expect_tx(b, WARP_ROWS * slot);
                 for h in 0..WARP_ROWS / BOX {
