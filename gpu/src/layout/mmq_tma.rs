@@ -15,10 +15,16 @@ use super::{MmqPipeShape, MmqPipeSmem, WType};
 /// in whole boxes (gpu/src/moe/mmq/pipe/cta.rs).
 pub const MMQ_TMA_BOX_ROWS: usize = 32;
 
-/// Weight rows of one narrow box: a narrow warp's 16 rows (`moe_mmq_narrow_tma_<type>`, without
-/// the SwiGLU epilogue), one box a warp and stage. (It was two boxes of 8 rows: the second box's
-/// issue cost each warp 23 instructions a stage, ptxas 12.9.)
-pub const MMQ_TMA_NARROW_BOX_ROWS: usize = 16;
+/// Weight rows of one narrow box of type `w` (`moe_mmq_narrow_tma_<type>`, without the SwiGLU
+/// epilogue): a warp's 16 rows in one box a stage (two boxes of 8 cost each warp 18-23 more
+/// instructions a stage, ptxas 12.9), IQ4_NL's in two of 8 (with one, ptxas moved its lookup
+/// table out of the registers: each K step's product took 33 more instructions).
+pub const fn mmq_tma_narrow_box_rows(w: WType) -> usize {
+    match w {
+        WType::Iq4Nl => 8,
+        _ => 16,
+    }
+}
 
 /// The largest box row the tensor copies take (256 elements of one byte).
 pub const MMQ_TMA_MAX_BOX_BYTES: usize = 256;
@@ -75,12 +81,14 @@ impl MmqTmaMap {
 
     /// The box of `shape`'s kernels for weight type `w`, (bytes of a row, rows): the wide and
     /// flat shapes' [`MmqTmaMap::box_bytes`] and [`MMQ_TMA_BOX_ROWS`]; the narrow shape's slot
-    /// (`MmqPipeSmem::slot`, the pitch its products read) and [`MMQ_TMA_NARROW_BOX_ROWS`];
+    /// (`MmqPipeSmem::slot`, the pitch its products read) and [`mmq_tma_narrow_box_rows`];
     /// none for the tall shape.
     pub const fn box_of(w: WType, shape: MmqPipeShape) -> Option<(usize, usize)> {
         match shape {
             MmqPipeShape::Wide | MmqPipeShape::Flat => Some((Self::box_bytes(w), MMQ_TMA_BOX_ROWS)),
-            MmqPipeShape::Narrow => Some((MmqPipeSmem::of(w, shape).slot, MMQ_TMA_NARROW_BOX_ROWS)),
+            MmqPipeShape::Narrow => {
+                Some((MmqPipeSmem::of(w, shape).slot, mmq_tma_narrow_box_rows(w)))
+            }
             MmqPipeShape::Tall => None,
         }
     }
@@ -238,7 +246,11 @@ mod tests {
             let n = MmqPipeShape::Narrow;
             let sm = MmqPipeSmem::of(w, n);
             let (bytes, rows) = MmqTmaMap::box_of(w, n).unwrap();
-            assert_eq!((bytes, rows), (sm.slot, MMQ_TMA_NARROW_BOX_ROWS));
+            assert_eq!((bytes, rows), (sm.slot, mmq_tma_narrow_box_rows(w)));
+            assert!(
+                16 % rows == 0 && rows >= 8,
+                "{w:?}: a warp's rows in whole boxes"
+            );
             assert!((rows * bytes).is_multiple_of(128));
             if MmqTmaMap::of(w, n, 2560 * 18, 64, 1, 64 * 2560 * 18).is_some() {
                 for st in 0..64 {

@@ -14,7 +14,7 @@
 //!   T = 8,192: the gate/up kernel 2.435 -> 2.308 ms (BENCHMARKS.md).
 //! - Weights by tensor copies in the narrow kernel built with them (`moe_mmq_narrow_tma_<type>`,
 //!   sm_90, launched where the host gives the narrow maps): each warp's first lane copies the
-//!   warp's 16 rows as boxes of `layout::MMQ_TMA_NARROW_BOX_ROWS` rows (one), each row its
+//!   warp's 16 rows as boxes of `layout::mmq_tma_narrow_box_rows` rows (one or two), each row its
 //!   stage slot wide (the pieces' layout), onto a weight barrier of the warp's own
 //!   (`MmqPipeSmem::weight_bar`). H200, Q2_0 / Q2_0 at T = 512: the gate/up kernel 0.310 ->
 //!   0.291 ms (BENCHMARKS.md).
@@ -97,7 +97,7 @@ fn stage_len<B: WeightBlock>(p: &MmqParams, c: &Cta, j: u32) -> u32 {
 ///   (their test in its decode) was 6 % slower at T = 16,384 with them off and as slow with
 ///   them on (BENCHMARKS.md).
 /// - Narrow shape: always, a constant (`moe_mmq_narrow_tma_<type>`, launched only with the
-///   maps): each warp's first lane copies the warp's rows as one box that completes on the
+///   maps): each warp's first lane copies the warp's rows as one box (IQ4_NL: two) that completes on the
 ///   warp's weight barrier ([`issue_warp`], [`wait_in_regs`]), in the pieces' layout (a row's
 ///   window at `slot` bytes), so the products read it as before. Built with a runtime test
 ///   instead, its pieces ran 9 % slower (BENCHMARKS.md).

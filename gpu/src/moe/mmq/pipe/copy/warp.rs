@@ -13,7 +13,7 @@ use super::{bar, empty, stage_len, wbar};
 use crate::formats::WeightBlock;
 use crate::layout::MmqParams;
 #[cfg(gpu_sm90)]
-use crate::layout::{MMQ_THREADS, MMQ_TMA_NARROW_BOX_ROWS, MmqTmaMap, Q8_1_MMQ_BYTES};
+use crate::layout::{MMQ_THREADS, MmqTmaMap, Q8_1_MMQ_BYTES, mmq_tma_narrow_box_rows};
 #[cfg(not(gpu_sm90))]
 use crate::ptx::sync_threads;
 #[cfg(gpu_sm90)]
@@ -46,12 +46,15 @@ pub(in crate::moe::mmq::pipe) unsafe fn issue_warp<B: WeightBlock>(p: &MmqParams
         let warp = warp_uniform(warp);
         let expert = warp_uniform(c.tile.expert);
         if lane == 0 {
-            // The warp's 16 rows as boxes of `layout::MMQ_TMA_NARROW_BOX_ROWS` rows (one box):
+            // The warp's 16 rows as boxes of `layout::mmq_tma_narrow_box_rows` rows (one or two):
             // tile rows 16 warp .., weight rows `first_row + 16 warp ..`
             // (`moe_mmq_narrow_tma_<type>` has no SwiGLU epilogue: its rows are the product's in
             // order).
-            const BOX: u32 = MMQ_TMA_NARROW_BOX_ROWS as u32;
-            const { assert!(WARP_ROWS.is_multiple_of(BOX) && 32 % BOX == 0 && BOX >= 8) };
+            let bx = const {
+                let b = mmq_tma_narrow_box_rows(B::WTYPE) as u32;
+                assert!(WARP_ROWS.is_multiple_of(b) && 32 % b == 0 && b >= 8);
+                b
+            };
             let (x, _) = MmqTmaMap::stage_box_of(B::WTYPE, c.shape, j / sub);
             let slot = c.sm.slot as u32;
             let b = wbar(c, warp, j / sub);
@@ -65,14 +68,14 @@ pub(in crate::moe::mmq::pipe) unsafe fn issue_warp<B: WeightBlock>(p: &MmqParams
             // multiple `slot`, from a 128-aligned buffer).
             unsafe {
                 mbar_arrive_expect_tx(b, WARP_ROWS * slot);
-                for h in 0..WARP_ROWS / BOX {
-                    let r = c.first_row + WARP_ROWS * warp + BOX * h;
+                for h in 0..WARP_ROWS / bx {
+                    let r = c.first_row + WARP_ROWS * warp + bx * h;
                     let (map, y) = if r < p.n_split {
                         (p.wmap0, r)
                     } else {
                         (p.wmap1, r - p.n_split)
                     };
-                    tma_load_3d_hint(dst + BOX * h * slot, map, x, y, expert, b, policy);
+                    tma_load_3d_hint(dst + bx * h * slot, map, x, y, expert, b, policy);
                 }
             }
         }
