@@ -184,8 +184,8 @@ mod tests {
         assert_eq!(m.box_dims(), [48, 32, 1]);
         assert_eq!(m.box_total(), 48 * 32);
         assert_eq!(m.box_rows, 32);
-        // The narrow kernel's: a warp's 16 rows, its 176-byte slot (a 144-byte stage from a 16-byte
-        // boundary, its odd slot); none for the tall kernel.
+        // The narrow kernel's: a warp's 16 rows, its 176-byte slot (a 144-byte stage from a
+        // 16-byte boundary, its odd slot); none for the tall kernel.
         let n = MmqPipeShape::Narrow;
         let m = MmqTmaMap::of(WType::Q2_0, n, 720, 1280, 512, 1280 * 720).unwrap();
         assert_eq!((m.box_bytes, m.box_rows), (176, 16));

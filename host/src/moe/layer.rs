@@ -55,7 +55,8 @@ pub struct LayerPtrs {
     /// (gpu/src/moe/mmq/pipe/copy/mod.rs).
     pub gate_map: u64,
     pub up_map: u64,
-    /// The same for the narrow kernels (their boxes: a warp's 16 rows of their slot).
+    /// The same for the narrow kernels (their boxes: `gpu::layout::mmq_tma_narrow_box_rows` rows
+    /// of their slot).
     pub gate_map_narrow: u64,
     pub up_map_narrow: u64,
 }

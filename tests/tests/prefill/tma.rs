@@ -15,9 +15,10 @@ use super::common::{check, small, split_pipeline};
 /// IQ4_NL's 288, Q8_0's 544), separate and merged gate/up tensors, on the 128-row and flat
 /// kernels with the SwiGLU epilogue and the narrow kernel without it (tensor copies where the
 /// layer has the maps, and without: `MmqTma::Never`) and the flat kernel without it and the
-/// narrow one with it (never tensor copies): uniform routing at T = 1, 37, 512, 4113 and skewed at 512. On an
-/// sm_90 module the layer must have the maps (else the kernels would run their `cp.async`
-/// pieces and this test would check nothing new); below it, none.
+/// narrow one with it (never tensor copies): uniform routing at T = 1, 37, 512, 4113 and skewed
+/// at 512. On an sm_90 module the layer must have the maps (else the kernels would run their
+/// `cp.async` pieces and this test would check nothing new); below it, none. (The narrow boxes:
+/// a warp's 16 rows in one for Q2_0 and Q8_0, in two of 8 for IQ4_NL.)
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn tensor_copies_of_the_gate_up_stages() {

@@ -97,10 +97,11 @@ fn stage_len<B: WeightBlock>(p: &MmqParams, c: &Cta, j: u32) -> u32 {
 ///   (their test in its decode) was 6 % slower at T = 16,384 with them off and as slow with
 ///   them on (BENCHMARKS.md).
 /// - Narrow shape: always, a constant (`moe_mmq_narrow_tma_<type>`, launched only with the
-///   maps): each warp's first lane copies the warp's rows as one box (IQ4_NL: two) that completes on the
-///   warp's weight barrier ([`issue_warp`], [`wait_in_regs`]), in the pieces' layout (a row's
-///   window at `slot` bytes), so the products read it as before. Built with a runtime test
-///   instead, its pieces ran 9 % slower (BENCHMARKS.md).
+///   maps): each warp's first lane copies the warp's rows as one box (IQ4_NL: two,
+///   `layout::mmq_tma_narrow_box_rows`) that completes on the warp's weight barrier
+///   ([`issue_warp`], [`wait_in_regs`]), in the pieces' layout (a row's window at `slot`
+///   bytes), so the products read it as before. Built with a runtime test instead, its pieces
+///   ran 9 % slower (BENCHMARKS.md).
 /// - Tall shape: never.
 #[inline(always)]
 pub(super) fn tma_here(p: &MmqParams, shape: MmqPipeShape, built: bool) -> bool {
