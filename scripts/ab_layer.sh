@@ -20,7 +20,7 @@ tmp=$(mktemp -d)
 bare() { # BIN GATE_UP DOWN TOKENS [NAME=VALUE ...]
   local bin=$1 g=$2 d=$3 t=$4 out
   shift 4
-  out="$tmp/run.$RANDOM.log"
+  out=$(mktemp "$tmp/run.XXXXXX")
   if env "$@" "$bin" prefill --gate-up "$g" --down "$d" --tokens "$t" --reps 7 --check false \
       >"$out" 2>&1; then
     awk '/layer without the events/ { print $7; found = 1 } END { if (!found) print "fail" }' "$out"
