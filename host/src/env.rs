@@ -1,5 +1,6 @@
-//! Environment variables that choose one of a few named options (`MOE_MMQ_ORDER`,
-//! `MOE_MMQ_TMA`, `MOE_MMQ_WEIGHT_L2`, `MOE_SCATTER_GATHER`, `MOE_SCATTER_ONE`, `MOE_SWIGLU`):
+//! Environment variables that choose one of a few named options (`MOE_FUSED_PREFETCH`,
+//! `MOE_MMQ_ORDER`, `MOE_MMQ_TMA`, `MOE_MMQ_WEIGHT_L2`, `MOE_SCATTER_GATHER`, `MOE_SCATTER_ONE`,
+//! `MOE_SWIGLU`):
 //! one parser, one error for a value it does not know. (The CLI lists every `MOE_*` variable
 //! it reads, and warns of the names it does not: host/src/cli/env.rs.)
 

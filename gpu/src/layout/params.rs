@@ -298,7 +298,12 @@ pub struct FusedParams {
     pub down_type: u32,
     /// n-tiles per warp, one of [`FUSED_NT`](crate::layout::FUSED_NT): the CTA covers `FUSED_COL_UNIT * nt` rows.
     pub nt: u32,
+    /// Non-zero: when the CTA issues the copies of a stage, it also brings the weight rows of the
+    /// stage after it into the L2 (`prefetch.global.L2`, one per 128-byte line of a row's
+    /// bytes). The same bytes either way.
+    pub prefetch: u32,
+    pub _pad: u32,
 }
 
 host_pod!(FusedParams);
-const _: () = assert!(size_of::<FusedParams>() == 104);
+const _: () = assert!(size_of::<FusedParams>() == 112);

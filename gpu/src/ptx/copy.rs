@@ -26,6 +26,17 @@ pub unsafe fn cp_async_16(dst: u32, src: u64) {
     }
 }
 
+/// `prefetch.global.L2 [addr]` (PTX ISA: "prefetch, prefetchu"): brings the cache line holding
+/// `addr` into the L2. A hint: nothing waits for it, and no result depends on it.
+///
+/// # Safety
+/// `addr` must be a global address inside an allocation.
+#[inline(always)]
+pub unsafe fn prefetch_l2(addr: u64) {
+    // SAFETY: the caller guarantees the address; a prefetch writes nothing.
+    unsafe { asm!("prefetch.global.L2 [{a}];", a = in(reg64) addr, options(nostack, readonly)) }
+}
+
 /// [`cp_async_16`] with the L2 cache policy `policy` (`.L2::cache_hint`; sm_90 modules:
 /// `ptx::l2_evict_first`, `ptx::l2_evict_normal`).
 ///

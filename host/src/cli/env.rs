@@ -5,7 +5,7 @@
 use std::ffi::OsString;
 
 use host::device::{PTX_ARCH_VAR, PTX_OVERRIDE_VAR};
-use host::moe::expert::fused::NT_VAR;
+use host::moe::expert::fused::{NT_VAR, PREFETCH_VAR};
 use host::moe::expert::mmq::{MMQ_KERNEL_VAR, MMQ_ORDER_VAR, MMQ_TMA_VAR, MMQ_WEIGHT_L2_VAR};
 use host::moe::expert::products::SWIGLU_VAR;
 use host::moe::expert::ws::{WS_COLS_VAR, WS_FAST_VAR};
@@ -18,7 +18,7 @@ use super::CEILINGS_VAR;
 const PREFIX: &str = "MOE_";
 
 /// Every variable the binary reads.
-const READ: [&str; 14] = [
+const READ: [&str; 15] = [
     MMQ_KERNEL_VAR,
     MMQ_ORDER_VAR,
     MMQ_TMA_VAR,
@@ -29,6 +29,7 @@ const READ: [&str; 14] = [
     WS_COLS_VAR,
     WS_FAST_VAR,
     NT_VAR,
+    PREFETCH_VAR,
     PTX_ARCH_VAR,
     PTX_OVERRIDE_VAR,
     DIR_VAR,

@@ -3,6 +3,7 @@
 
 use gpu::layout::{MAX_EXPERTS, WType};
 use host::device::Gpu;
+use host::moe::expert::fused::FusedPlan;
 use host::moe::expert::mmq::{MmqChoice, MmqKernel, MmqOrder, MmqTma, MmqWeightL2};
 use host::moe::expert::split::{Product, SplitOptions, SwigluAt};
 use host::moe::expert::ws::WsOptions;
@@ -52,7 +53,8 @@ pub fn split_pipeline(
 }
 
 /// One pipeline per expert path that can run `s` here (MMQ and weight-stationary always; fused
-/// where eligible), the weight-stationary path with WS_FAST, the MMQ path on its classic kernel
+/// where eligible), the weight-stationary path with WS_FAST, the fused path prefetching its
+/// weights into the L2 (where eligible), the MMQ path on its classic kernel
 /// (the plain MMQ pipeline runs the pipelined one where it fits, as on every GPU we test on), on
 /// narrow tiles at every row count (with SwiGLU in the gate/up epilogue, and in its own kernel
 /// with the narrow kernel's resident form where it fits and without it), with SwiGLU in the
@@ -74,6 +76,19 @@ pub fn pipelines(gpu: &Gpu, s: &MoeShape, cap: usize) -> Vec<Prefill> {
         ..SplitOptions::default()
     };
     pfs.push(split_pipeline(gpu, s, cap, [Product::Ws; 2], o));
+    if path::eligible(ExpertPath::Fused, s, &gpu.limits()).is_ok() {
+        // The fused kernels prefetching each next stage's weights into the L2
+        // (`MOE_FUSED_PREFETCH=on`).
+        let mut plan = FusedPlan::new(gpu, s, cap * s.top_k).expect("fused plan");
+        plan.set_prefetch(true);
+        let pf = Prefill::with_plan(gpu, s, cap, Box::new(plan)).expect("pipeline");
+        assert!(
+            pf.describe().contains("prefetched into the L2"),
+            "{}",
+            pf.describe()
+        );
+        pfs.push(pf);
+    }
     if path::eligible(ExpertPath::Mmq, s, &gpu.limits()).is_ok() {
         // The classic kernel, and the narrow one at every row count (the default takes it at
         // few rows per expert only).

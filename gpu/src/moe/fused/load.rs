@@ -12,7 +12,7 @@ use crate::layout::{
     MMQ_SMEM_ROW, MmqTile, Q8_1_MMQ_BYTES, Q8_1_MMQ_PIECES, fused_slot_bytes,
     fused_stage_row_bytes, fused_sub_steps,
 };
-use crate::ptx::{cp_async_16, st_shared_u32, st_shared_v4, tid_x};
+use crate::ptx::{cp_async_16, prefetch_l2, st_shared_u32, st_shared_v4, tid_x};
 
 /// 16-byte pieces of one q8_1 D4 block.
 const PIECES: u32 = Q8_1_MMQ_PIECES as u32;
@@ -115,6 +115,35 @@ pub unsafe fn issue_stage<G: WeightBlock, D: WeightBlock, const NT: usize>(
                 };
             }
             idx += FUSED_THREADS as u32;
+        }
+    }
+}
+
+/// Brings the weight rows of stage `st` into the L2 (`FusedParams::prefetch`): thread t < 128
+/// takes tile row t, one `prefetch.global.L2` per 128-byte line its stage bytes touch.
+///
+/// # Safety
+/// `st` is a stage of the tile's expert (its rows lie inside the weight buffers).
+#[inline(always)]
+pub unsafe fn prefetch_stage<G: WeightBlock, D: WeightBlock>(
+    p: &FusedParams,
+    tile: &MmqTile,
+    st: Stage,
+) {
+    let t = tid_x();
+    if t < FUSED_ROWS as u32 {
+        let bytes = if st.down {
+            fused_stage_row_bytes(D::WTYPE)
+        } else {
+            fused_stage_row_bytes(G::WTYPE)
+        } as u64;
+        let src = row_src::<G, D>(p, tile.expert, st, t);
+        let mut line = src & !127;
+        while line < src + bytes {
+            // SAFETY: a line holding bytes of this row's stage, inside the weight buffer; the
+            // first line is addressed at the row's first byte, so no address lies before it.
+            unsafe { prefetch_l2(line.max(src)) };
+            line += 128;
         }
     }
 }

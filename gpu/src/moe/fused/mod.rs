@@ -9,7 +9,10 @@
 //! and up of one feature), each over `hidden / (128 sub)` raw stages; then `hidden / 128` down
 //! passes of 128 output rows over `ffn / 128` stages. All stages of both products form one
 //! sequence that the copy pipeline walks `stages - 1` ahead (`cp.async`, fused/load.rs), so the
-//! next pass's weights and the down weights load while the current pass multiplies.
+//! next pass's weights and the down weights load while the current pass multiplies. With
+//! `FusedParams::prefetch` the weight rows of the stage after the newest issued one are also
+//! brought into the L2 (`prefetch.global.L2`, fused/load.rs), one stage further ahead: on sm_75,
+//! whose copies are plain loads, the next issue then waits on the L2 instead of DRAM.
 //! Per 128-value K step: wait for the stage, barrier, decode into the int8 tile, barrier, `mma`.
 //! Shared memory: `layout::FusedSmem` (the host's plan picks `stages` from the device).
 //! Numerics: MMQ's integer sums and float epilogue in ascending K, swiglu_quant's SwiGLU and
@@ -26,7 +29,7 @@ use crate::layout::{
     MmqTile, Q8_1_MMQ_BYTES, WType, fused_sub_steps,
 };
 use crate::ptx::{cp_async_commit, cp_async_wait, ctaid_x, smem_base, sync_threads, tid_x};
-use load::{Stage, decode_step, issue_stage, row_src};
+use load::{Stage, decode_step, issue_stage, prefetch_stage, row_src};
 use mma::{Acc, mma_step, store_down, swiglu_to_h};
 
 /// Stage `i` of the CTA's sequence: gate/up stages first, then down.
@@ -109,6 +112,14 @@ unsafe fn experts<G: WeightBlock, D: WeightBlock, const NT: usize>(p: &FusedPara
                     buf_of(next),
                     stage_at(next, total_a, stages_a, stages_b),
                 )
+            };
+        }
+        if p.prefetch != 0 && next + 1 < total {
+            // The stage after the one just issued: its weights in the L2 by the time its copies
+            // are issued (a plain load on sm_75, a cp.async on sm_80+).
+            // SAFETY: a stage of the tile's expert.
+            unsafe {
+                prefetch_stage::<G, D>(p, &tile, stage_at(next + 1, total_a, stages_a, stages_b))
             };
         }
         cp_async_commit();

@@ -99,6 +99,15 @@ pub fn eligible(s: &MoeShape, dev: &DeviceLimits) -> Result<()> {
 /// for measurements; the bytes are the same either way.
 pub const NT_VAR: &str = "MOE_FUSED_NT";
 
+/// Environment variable choosing whether the fused kernels bring each next stage's weight rows
+/// into the L2 (`FusedParams::prefetch`): `off` (the default) or `on`. The same bytes either way.
+pub const PREFETCH_VAR: &str = "MOE_FUSED_PREFETCH";
+
+/// [`PREFETCH_VAR`]'s value (`None`: unset, off); an unknown value is an error, not ignored.
+pub fn prefetch_from(v: Option<&str>) -> Result<bool> {
+    crate::env::choice(PREFETCH_VAR, v, &[("off", false), ("on", true)])
+}
+
 /// The tile width of a run, in n-tiles per warp: 64-row tiles once the routed experts average
 /// at least `WIDE_ROWS` rows (decode amortised over more columns), else 32 (fewer idle columns,
 /// more CTAs). `forced` (from `MOE_FUSED_NT`, read once by the plan) overrides it.
@@ -133,6 +142,9 @@ pub struct FusedPlan {
     chosen: usize,
     /// The width `MOE_FUSED_NT` forces, read when the plan is built.
     forced_nt: Option<usize>,
+    /// Each next stage's weight rows prefetched into the L2 (`MOE_FUSED_PREFETCH`, read when the
+    /// plan is built; [`FusedPlan::set_prefetch`]).
+    prefetch: bool,
     tiles: CudaSlice<[u32; 4]>,
     n_tiles: usize,
     cap_rows: usize,
@@ -184,10 +196,19 @@ impl FusedPlan {
             widths,
             chosen: 0,
             forced_nt: std::env::var(NT_VAR).ok().and_then(|v| v.parse().ok()),
+            prefetch: prefetch_from(std::env::var(PREFETCH_VAR).ok().as_deref())?,
             tiles: gpu.alloc_filled(max_tiles(rows, s.n_experts, FUSED_COL_UNIT), 0xa5)?,
             n_tiles: 0,
             cap_rows: rows,
         })
+    }
+}
+
+impl FusedPlan {
+    /// Whether the kernels prefetch each next stage's weight rows into the L2 (tests and
+    /// measurements; the plan starts with `MOE_FUSED_PREFETCH`'s choice).
+    pub fn set_prefetch(&mut self, on: bool) {
+        self.prefetch = on;
     }
 }
 
@@ -241,6 +262,8 @@ impl ExpertPlan for FusedPlan {
                 stages: width.stages as u32,
                 down_type: s.down_type.id(),
                 nt: width.nt as u32,
+                prefetch: self.prefetch as u32,
+                _pad: 0,
             });
             let cfg = LaunchConfig {
                 grid_dim: (self.n_tiles as u32, 1, 1),
@@ -264,10 +287,15 @@ impl ExpertPlan for FusedPlan {
     fn describe(&self) -> String {
         let w = self.widths[self.chosen];
         format!(
-            "fused: {} CTAs of up to {} rows, {} copy stages, {} KB shared memory, {} CTA(s) per SM",
+            "fused: {} CTAs of up to {} rows, {} copy stages{}, {} KB shared memory, {} CTA(s) per SM",
             self.n_tiles,
             FUSED_COL_UNIT * w.nt,
             w.stages,
+            if self.prefetch {
+                " (the next stage's weights prefetched into the L2)"
+            } else {
+                ""
+            },
             w.smem / 1024,
             w.ctas_per_sm
         )
@@ -330,6 +358,15 @@ mod tests {
             ..MoeShape::REFERENCE
         };
         assert!(eligible(&iq_down, &h200).is_err());
+    }
+
+    #[test]
+    fn prefetch_from_its_variable() {
+        assert!(!prefetch_from(None).unwrap());
+        assert!(!prefetch_from(Some("off")).unwrap());
+        assert!(prefetch_from(Some("on")).unwrap());
+        let e = prefetch_from(Some("1")).unwrap_err().to_string();
+        assert!(e.contains(PREFETCH_VAR) && e.contains("`1`"), "{e}");
     }
 
     #[test]
