@@ -202,9 +202,7 @@ impl FusedPlan {
             cap_rows: rows,
         })
     }
-}
 
-impl FusedPlan {
     /// Whether the kernels prefetch each next stage's weight rows into the L2 (tests and
     /// measurements; the plan starts with `MOE_FUSED_PREFETCH`'s choice).
     pub fn set_prefetch(&mut self, on: bool) {
