@@ -103,9 +103,12 @@ pub const NT_VAR: &str = "MOE_FUSED_NT";
 /// into the L2 (`FusedParams::prefetch`): `off` (the default) or `on`. The same bytes either way.
 pub const PREFETCH_VAR: &str = "MOE_FUSED_PREFETCH";
 
+/// [`PREFETCH_VAR`]'s values, the default first.
+const PREFETCH_NAMES: [(&str, bool); 2] = [("off", false), ("on", true)];
+
 /// [`PREFETCH_VAR`]'s value (`None`: unset, off); an unknown value is an error, not ignored.
 pub fn prefetch_from(v: Option<&str>) -> Result<bool> {
-    crate::env::choice(PREFETCH_VAR, v, &[("off", false), ("on", true)])
+    crate::env::choice(PREFETCH_VAR, v, &PREFETCH_NAMES)
 }
 
 /// The tile width of a run, in n-tiles per warp: 64-row tiles once the routed experts average
@@ -196,7 +199,7 @@ impl FusedPlan {
             widths,
             chosen: 0,
             forced_nt: std::env::var(NT_VAR).ok().and_then(|v| v.parse().ok()),
-            prefetch: prefetch_from(std::env::var(PREFETCH_VAR).ok().as_deref())?,
+            prefetch: crate::env::choice_from_env(PREFETCH_VAR, &PREFETCH_NAMES)?,
             tiles: gpu.alloc_filled(max_tiles(rows, s.n_experts, FUSED_COL_UNIT), 0xa5)?,
             n_tiles: 0,
             cap_rows: rows,
