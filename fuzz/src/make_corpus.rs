@@ -2,7 +2,7 @@
 //! merged gate/up, several weight types) written by the project's own GGUF writer.
 
 use gpu::layout::WType;
-use host::problem::MoeShape;
+use host::problem::{MoeShape, Numerics};
 
 fn main() -> host::Result<()> {
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("corpus/gguf");
@@ -26,6 +26,7 @@ fn main() -> host::Result<()> {
             ffn: 128,
             gate_up_type: g,
             down_type: d,
+            numerics: Numerics::Mmq,
         };
         let path = dir.join(format!("seed{i}.gguf"));
         host::moe::model::write_synthetic_model(&path, &s, layers, merged, i as u64)?;

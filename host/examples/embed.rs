@@ -18,7 +18,7 @@ use host::moe::layer::DeviceLayer;
 use host::moe::path::PathChoice;
 use host::moe::prefill::{Prefill, RoutingInput};
 use host::moe::router;
-use host::problem::{MoeShape, RouteRule};
+use host::problem::{MoeShape, Numerics, RouteRule};
 use host::synth::SyntheticLayer;
 
 fn main() -> host::Result<()> {
@@ -31,6 +31,7 @@ fn main() -> host::Result<()> {
         ffn: 512,
         gate_up_type: WType::Iq2Xxs,
         down_type: WType::Q8_0,
+        numerics: Numerics::Mmq,
     };
     let layer = SyntheticLayer::new(shape, false, 7)?;
     let rule = RouteRule {

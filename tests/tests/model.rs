@@ -8,7 +8,7 @@ use host::moe::model::{file_layer, write_synthetic_model};
 use host::moe::path::ExpertPath;
 use host::moe::prefill::{Prefill, RoutingInput};
 use host::moe::router;
-use host::problem::{GateUp, MoeShape};
+use host::problem::{GateUp, MoeShape, Numerics};
 use host::reference;
 use host::synth::SyntheticLayer;
 use tests::*;
@@ -21,6 +21,7 @@ fn small() -> MoeShape {
         ffn: 128,
         gate_up_type: WType::Iq2Xxs,
         down_type: WType::Iq4Nl,
+        numerics: Numerics::Mmq,
     }
 }
 

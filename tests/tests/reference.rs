@@ -2,7 +2,7 @@
 //! reference (the MMQ numerics quantize activations to int8: about 1e-2 relative RMS).
 
 use gpu::layout::WType;
-use host::problem::{MoeShape, RowOrder};
+use host::problem::{MoeShape, Numerics, RowOrder};
 use host::reference::{self, exact};
 use host::synth::{self, Popularity, SyntheticLayer};
 use tests::*;
@@ -16,6 +16,7 @@ fn small(gate_up_type: WType, down_type: WType) -> MoeShape {
         ffn: 128,
         gate_up_type,
         down_type,
+        numerics: Numerics::Mmq,
     }
 }
 
@@ -111,4 +112,92 @@ fn accuracy_reference_shape_512_tokens() {
         host::par::threads()
     );
     assert!(e > 1e-3 && e < 5e-2, "relative rms {e}");
+}
+
+/// The Q2_0 shared-d numerics change exactly the Q2_0 products: gate/up where gate/up is Q2_0,
+/// down (on the same H) where down is Q2_0, nothing in a layer without Q2_0; and a Q2_0 gate/up
+/// output is the variant's expression, written out here on the decoded values:
+/// `acc = d (C0 dx0 + C1 dx1)` per 64-value block in ascending K, the inner sum one fma.
+#[test]
+fn shared_d_numerics_change_the_q2_0_products_only() {
+    let sd = seed("shared_d_numerics_change_the_q2_0_products_only");
+    let bytes = |v: &[f32]| bytemuck::cast_slice::<_, u8>(v).to_vec();
+    for (g, d) in [
+        (WType::Q2_0, WType::Q2_0),
+        (WType::Iq2Xxs, WType::Q2_0),
+        (WType::Q2_0, WType::Iq4Nl),
+        (WType::Iq3S, WType::Iq4Nl),
+    ] {
+        let s = small(g, d);
+        let v = MoeShape {
+            numerics: Numerics::Q2_0SharedD,
+            ..s
+        };
+        let layer = SyntheticLayer::new(s, false, sd).expect("layer");
+        let w = layer.weights();
+        let r = synth::routing(64, s.n_experts, s.top_k, Popularity::Uniform, sd ^ 1);
+        let x = host::synth::normal_f32(sd ^ 2, 64 * s.hidden, 1.0);
+        let a = reference::prefill(&x, &r, &w, &s);
+        let b = reference::prefill(&x, &r, &w, &v);
+        let pair = format!("{}/{}", g.name(), d.name());
+        // As accurate as MMQ's numerics against the f64 layer, and about one rounding per block
+        // apart from them.
+        let f = exact::prefill_f64(&x, &r, &w, &s);
+        let (ea, eb) = (
+            exact::relative_rms(&a.out, &f),
+            exact::relative_rms(&b.out, &f),
+        );
+        let mmq: Vec<f64> = a.out.iter().map(|&v| v as f64).collect();
+        let apart = exact::relative_rms(&b.out, &mmq);
+        eprintln!(
+            "{pair}: relative rms to f64 {ea:.3e} (mmq), {eb:.3e} (shared-d); to mmq {apart:.2e}"
+        );
+        assert!(
+            eb < 5e-2 && (eb - ea).abs() < 0.05 * ea,
+            "{pair}: {ea} {eb}"
+        );
+        assert!(apart < 1e-6, "{pair}: {apart}");
+        assert_eq!(
+            bytes(&a.gu) == bytes(&b.gu),
+            g != WType::Q2_0,
+            "{pair}: gate/up"
+        );
+        let dm_v = reference::down::down(&a.hq, &a.order, &w, &v, s.top_k);
+        assert_eq!(
+            bytes(&a.dm) == bytes(&dm_v),
+            d != WType::Q2_0,
+            "{pair}: down"
+        );
+        if g != WType::Q2_0 {
+            continue;
+        }
+        let (n_rows, width) = (a.order.n_rows(), 2 * s.ffn);
+        let (mut q, mut s16) = (vec![0i8; s.hidden], vec![0.0f32; s.hidden / 16]);
+        for e in 0..s.n_experts {
+            for n in 0..width {
+                host::formats::decode_row(g, w.gate_up.row(e, n), &mut q, &mut s16);
+                for c in a.order.rows_of(e) {
+                    let mut acc = 0.0f32;
+                    for blk in 0..s.hidden / 64 {
+                        let dot = |grp: usize| -> (i32, f32) {
+                            let k0 = 32 * grp;
+                            let xb = &a.xq[k0 / 128 * n_rows + c];
+                            let sum = (k0..k0 + 32)
+                                .map(|k| q[k] as i32 * xb.qs[k % 128] as i32)
+                                .sum();
+                            (sum, xb.d[k0 % 128 / 32])
+                        };
+                        let ((c0, dx0), (c1, dx1)) = (dot(2 * blk), dot(2 * blk + 1));
+                        let inner = (c0 as f32).mul_add(dx0, c1 as f32 * dx1);
+                        acc = s16[4 * blk].mul_add(inner, acc);
+                    }
+                    assert_eq!(
+                        acc.to_bits(),
+                        b.gu[c * width + n].to_bits(),
+                        "{pair}: row {c}, output {n}"
+                    );
+                }
+            }
+        }
+    }
 }

@@ -62,6 +62,35 @@ pub fn mmq_step_16_magic(acc: f32, m0: i32, m1: i32, da0: f32, da1: f32, db: f32
     fma(db, inner, acc)
 }
 
+/// One step of the Q2_0 shared-d numerics (an opt-in variant, `Numerics::Q2_0SharedD` on the
+/// host; not ggml's): a Q2_0 block's two 32-value groups share its scale `d`, so the step of a
+/// 64-value block is `d (C0 dB0 + C1 dB1)` in the order `p1 = C1 * dB1` (rounded);
+/// `inner = fma(C0, dB0, p1); acc = fma(d, inner, acc)` - [`mmq_step_16_magic`]'s form with the
+/// scales' roles swapped. The sums come in MAGIC form; the activation scales dB are full f32
+/// values, so the conversions stay (`magic_to_f32`): 5 float instructions per 64 values, where
+/// the default takes 4 (two [`mmq_step_32_magic`]s); what it saves is a weight-scale load and
+/// a step per block. Its bytes differ from the default's: a layer computed with it is compared
+/// with the reference computed with it.
+#[inline(always)]
+pub fn q2_0_shared_d_step_magic(acc: f32, m0: i32, m1: i32, db0: f32, db1: f32, d: f32) -> f32 {
+    let p1 = magic_to_f32(m1) * db1;
+    let inner = fma(magic_to_f32(m0), db0, p1);
+    fma(d, inner, acc)
+}
+
+/// [`q2_0_shared_d_step_magic`] on plain int32 sums (the CPU reference's form).
+#[inline(always)]
+pub fn q2_0_shared_d_step(acc: f32, c0: i32, c1: i32, db0: f32, db1: f32, d: f32) -> f32 {
+    q2_0_shared_d_step_magic(
+        acc,
+        MAGIC.wrapping_add(c0),
+        MAGIC.wrapping_add(c1),
+        db0,
+        db1,
+        d,
+    )
+}
+
 /// [`mmq_step_32_magic`] on a plain int32 sum `c` (the CPU reference's form): the same
 /// operations on the same values.
 #[inline(always)]

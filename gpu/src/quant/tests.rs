@@ -174,6 +174,16 @@ fn magic_steps_equal_the_plain_steps() {
             mmq_step_16_magic(acc, m, MAGIC - c, da, db, acc).to_bits(),
             mmq_step_16(acc, c, -c, da, db, acc).to_bits()
         );
+        let db1 = f32::from_bits(0x3800_0000 | (s >> 8) as u32 & 0x00ff_ffff);
+        let c1 = (c * 7) % (1 << 19);
+        let sd = q2_0_shared_d_step(acc, c, c1, db, db1, da);
+        assert_eq!(
+            q2_0_shared_d_step_magic(acc, m, MAGIC.wrapping_add(c1), db, db1, da).to_bits(),
+            sd.to_bits()
+        );
+        // The variant's expression, written out: d (C0 dB0 + C1 dB1), one fma inside, one out.
+        let want = da.mul_add((c as f32).mul_add(db, c1 as f32 * db1), acc);
+        assert_eq!(sd.to_bits(), want.to_bits());
     }
 }
 

@@ -12,7 +12,7 @@ pub mod tune;
 pub mod ws_down;
 
 use host::device::Gpu;
-use host::problem::MoeShape;
+use host::problem::{MoeShape, Numerics};
 
 /// The shape flags of a synthetic layer (default: the reference shape), shared by the commands
 /// that build one.
@@ -54,6 +54,7 @@ impl ShapeArgs {
             ffn: self.ffn,
             gate_up_type,
             down_type,
+            numerics: Numerics::Mmq,
         };
         s.check()?;
         Ok(s)

@@ -10,7 +10,7 @@ use crate::formats::ExpertTensor;
 use crate::gguf::{GgufFile, MoeLayer, TensorRef, TensorSpec, Value, write_gguf};
 use crate::moe::router::{check_router_type, router_weights_f32};
 use crate::problem::RouteRule;
-use crate::problem::{GateUp, LayerWeights, MoeShape};
+use crate::problem::{GateUp, LayerWeights, MoeShape, Numerics};
 use crate::synth::SyntheticLayer;
 
 /// Everything the pipeline needs from one MoE layer of a file.
@@ -96,6 +96,7 @@ pub fn layer_shape(f: &GgufFile, l: &MoeLayer) -> Result<MoeShape> {
         ffn: l.n_ff,
         gate_up_type: wtype(f, gate_up).map_err(in_layer)?,
         down_type: wtype(f, &l.down).map_err(in_layer)?,
+        numerics: Numerics::Mmq,
     };
     Ok(shape)
 }

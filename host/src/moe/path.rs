@@ -78,14 +78,23 @@ pub fn eligible(path: ExpertPath, s: &MoeShape, dev: &DeviceLimits) -> Result<()
     match path {
         ExpertPath::Mmq => {
             tensor_cores("the per-group MMQ path", dev)?;
+            s.mmq_numerics()?;
             mmq::eligible(s)
         }
         ExpertPath::Fused => {
             tensor_cores("the fused path", dev)?;
             fused::eligible(s, dev)
         }
-        ExpertPath::Ws => ws::eligible(s),
+        ExpertPath::Ws => {
+            s.mmq_numerics()?;
+            ws::eligible(s)
+        }
     }
+}
+
+/// Whether the fused path is the only one the numerics of `s` leave (with `ok`, what may run).
+fn fused_only(s: &MoeShape, ok: auto::Allowed) -> bool {
+    s.shared_d_any() && ok.fused && !ok.mmq && !ok.ws
 }
 
 /// Err when the loaded module (`dev.ptx_arch`) has no `mma.sync` kernels for `what`.
@@ -143,7 +152,14 @@ pub fn explain(
                 })
                 .collect::<Vec<_>>()
                 .join("; ");
-            let picks = auto::summary(tuning, s.gate_up_type, s.down_type, allowed(s, dev));
+            let ok = allowed(s, dev);
+            if fused_only(s, ok) {
+                return Ok(format!(
+                    "auto: fused at every row count, the one path of the {} numerics ({why})",
+                    s.numerics.name()
+                ));
+            }
+            let picks = auto::summary(tuning, s.gate_up_type, s.down_type, ok);
             Ok(format!(
                 "auto: {picks}, per run (table: {}) ({why})",
                 tuning.describe()
@@ -206,6 +222,9 @@ pub fn plan_tuned(
 ) -> Result<Box<dyn ExpertPlan>> {
     let dev = gpu.limits();
     let ok = allowed(s, &dev);
+    if fused_only(s, ok) {
+        return plan(ExpertPath::Fused, gpu, s, cap_rows);
+    }
     let fused = if ok.fused {
         Some(plan(ExpertPath::Fused, gpu, s, cap_rows)?)
     } else {
@@ -286,6 +305,60 @@ mod tests {
             ),
             "{why}"
         );
+    }
+
+    /// The Q2_0 shared-d numerics leave only the fused path where a product is Q2_0, and
+    /// change nothing where none is.
+    #[test]
+    fn shared_d_numerics_run_on_the_fused_path_only() {
+        use crate::problem::Numerics;
+        use gpu::layout::WType;
+        let dev = DeviceLimits::default();
+        let t = Tuning::built_in("no GPU");
+        for (g, d) in [
+            (WType::Q2_0, WType::Q2_0),
+            (WType::Iq2Xxs, WType::Q2_0),
+            (WType::Q2_0, WType::Iq4Nl),
+        ] {
+            let s = MoeShape {
+                gate_up_type: g,
+                down_type: d,
+                numerics: Numerics::Q2_0SharedD,
+                ..MoeShape::REFERENCE
+            };
+            assert!(s.shared_d_any());
+            assert_eq!(preferred(&s, &dev), [ExpertPath::Fused], "{g:?}/{d:?}");
+            for p in [ExpertPath::Mmq, ExpertPath::Ws] {
+                let e = eligible(p, &s, &dev).unwrap_err().to_string();
+                assert!(
+                    e.contains("q2_0-shared-d numerics run on the fused path only"),
+                    "{e}"
+                );
+                let e = explain(PathChoice::Only(p), &s, &dev, &t)
+                    .unwrap_err()
+                    .to_string();
+                assert!(e.contains(&format!("path {} cannot run", p.name())), "{e}");
+            }
+            let why = explain(PathChoice::Auto, &s, &dev, &t).unwrap();
+            assert!(
+                why.starts_with("auto: fused at every row count, the one path of the q2_0-"),
+                "{why}"
+            );
+            assert!(
+                s.summary().ends_with(", q2_0-shared-d numerics"),
+                "{}",
+                s.summary()
+            );
+        }
+        let none = MoeShape {
+            gate_up_type: WType::Iq3S,
+            down_type: WType::Iq4Nl,
+            numerics: Numerics::Q2_0SharedD,
+            ..MoeShape::REFERENCE
+        };
+        assert!(!none.shared_d_any());
+        assert_eq!(preferred(&none, &dev).len(), 3);
+        assert!(!none.summary().contains("numerics"));
     }
 
     /// The limits `Gpu::open_with(Some(60))` gives on any GPU (the sm_60 module loaded): only

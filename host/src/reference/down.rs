@@ -30,7 +30,9 @@ pub fn down(
     // Each item computes its rows, then they are placed at (token, slot).
     let results = std::sync::Mutex::new(Vec::new());
     par_items(items, |(e, rows)| {
-        let dec = DecodedExpert::new(s.down_type, s.hidden, s.ffn, |n| w.down.row(e, n));
+        let dec = DecodedExpert::new(s.down_type, s.numerics, s.hidden, s.ffn, |n| {
+            w.down.row(e, n)
+        });
         let mut out = vec![0.0f32; rows.len() * s.hidden];
         for (j, c) in rows.clone().enumerate() {
             let a = ActRow::from_d4(hq, n_rows, c, s.ffn);

@@ -27,7 +27,9 @@ pub fn gate_up(xq: &[BlockQ8_1Mmq], order: &RowOrder, w: &LayerWeights, s: &MoeS
         }
     }
     par_items(items, |(e, first, part)| {
-        let dec = DecodedExpert::new(s.gate_up_type, width, s.hidden, |n| w.gate_up.row(e, n));
+        let dec = DecodedExpert::new(s.gate_up_type, s.numerics, width, s.hidden, |n| {
+            w.gate_up.row(e, n)
+        });
         for (j, out) in part.chunks_mut(width).enumerate() {
             let a = ActRow::from_d4(xq, n_rows, first + j, s.hidden);
             expert_outputs(&dec, &a, out);

@@ -1,12 +1,15 @@
 //! The MMQ product of one expert on the CPU: exact integer sums per 32 values (per 16 inside the
 //! term for IQ2_XS / IQ2_S), then the float epilogue `gpu::quant::mmq_step_32` /
 //! `mmq_step_16` over the groups in ascending K from +0.0, no split of K
-//! (docs/ggml-reference.md §5.1, §6.2). Shared by the gate/up and down references.
+//! (docs/ggml-reference.md §5.1, §6.2); in the opt-in Q2_0 shared-d numerics a Q2_0 product's
+//! step is `gpu::quant::q2_0_shared_d_step` per 64-value block instead (`Numerics`). Shared by
+//! the gate/up and down references.
 
 use gpu::layout::{BlockQ8_1Mmq, QK8_1};
-use gpu::quant::{mmq_step_16, mmq_step_32};
+use gpu::quant::{mmq_step_16, mmq_step_32, q2_0_shared_d_step};
 
 use crate::formats::decode_row;
+use crate::problem::Numerics;
 use gpu::layout::WType;
 
 /// One expert's weight matrix decoded to MMQ's int8 form.
@@ -14,6 +17,8 @@ pub struct DecodedExpert {
     pub n_rows: usize,
     pub k: usize,
     pub sixteen: bool,
+    /// One Q2_0 shared-d step per 64 values (`Numerics::shared_d`) instead of MMQ's per 32.
+    pub shared_d: bool,
     /// `[n_rows][k]` int8 values.
     pub q: Vec<i8>,
     /// `[n_rows][k / 16]` scales (per 16 values; equal in pairs for 32-scale types).
@@ -21,8 +26,15 @@ pub struct DecodedExpert {
 }
 
 impl DecodedExpert {
-    /// Decodes `n_rows` rows given by `row(n)` (whole blocks of `wtype`, `k` values each).
-    pub fn new<'a>(wtype: WType, n_rows: usize, k: usize, row: impl Fn(usize) -> &'a [u8]) -> Self {
+    /// Decodes `n_rows` rows given by `row(n)` (whole blocks of `wtype`, `k` values each), for
+    /// a product in `numerics`.
+    pub fn new<'a>(
+        wtype: WType,
+        numerics: Numerics,
+        n_rows: usize,
+        k: usize,
+        row: impl Fn(usize) -> &'a [u8],
+    ) -> Self {
         let mut q = vec![0i8; n_rows * k];
         let mut s16 = vec![0.0f32; n_rows * k / 16];
         for n in 0..n_rows {
@@ -37,6 +49,7 @@ impl DecodedExpert {
             n_rows,
             k,
             sixteen: wtype.scale_values() == 16,
+            shared_d: numerics.shared_d(wtype),
             q,
             s16,
         }
@@ -84,6 +97,26 @@ pub fn dot_row(w: &DecodedExpert, n: usize, a: &ActRow) -> f32 {
     let wq = &w.q[n * k..(n + 1) * k];
     let ws = &w.s16[n * k / 16..(n + 1) * k / 16];
     let mut acc = 0.0f32;
+    if w.shared_d {
+        // Q2_0: one block per 64 values, its scale in all four of its 16-value slots.
+        for b in 0..k / 64 {
+            let g = 2 * b;
+            let c0 = dot16(&wq[32 * g..32 * g + 16], &a.q[32 * g..32 * g + 16])
+                + dot16(
+                    &wq[32 * g + 16..32 * g + 32],
+                    &a.q[32 * g + 16..32 * g + 32],
+                );
+            let c1 = dot16(
+                &wq[32 * g + 32..32 * g + 48],
+                &a.q[32 * g + 32..32 * g + 48],
+            ) + dot16(
+                &wq[32 * g + 48..32 * g + 64],
+                &a.q[32 * g + 48..32 * g + 64],
+            );
+            acc = q2_0_shared_d_step(acc, c0, c1, a.d[g], a.d[g + 1], ws[4 * b]);
+        }
+        return acc;
+    }
     for g in 0..k / 32 {
         let c0 = dot16(&wq[32 * g..32 * g + 16], &a.q[32 * g..32 * g + 16]);
         let c1 = dot16(

@@ -7,7 +7,7 @@ use std::process::{Command, Output};
 use gpu::layout::WType;
 use host::gguf::{self, TensorSpec, Value};
 use host::moe::model::write_synthetic_model;
-use host::problem::MoeShape;
+use host::problem::{MoeShape, Numerics};
 use host::synth::SyntheticLayer;
 
 /// A file under the temp dir, removed when dropped.
@@ -109,6 +109,7 @@ pub fn small() -> MoeShape {
         ffn: 128,
         gate_up_type: WType::Iq2Xxs,
         down_type: WType::Iq4Nl,
+        numerics: Numerics::Mmq,
     }
 }
 

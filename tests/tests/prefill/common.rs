@@ -10,7 +10,7 @@ use host::moe::expert::ws::WsOptions;
 use host::moe::layer::DeviceLayer;
 use host::moe::path::{self, ExpertPath, PathChoice};
 use host::moe::prefill::{Prefill, RoutingInput};
-use host::problem::{MoeShape, Routing};
+use host::problem::{MoeShape, Numerics, Routing};
 use host::reference;
 use host::synth::SyntheticLayer;
 use tests::*;
@@ -23,6 +23,7 @@ pub fn small(gate_up_type: WType, down_type: WType, top_k: usize) -> MoeShape {
         ffn: 128,
         gate_up_type,
         down_type,
+        numerics: Numerics::Mmq,
     }
 }
 

@@ -5,7 +5,7 @@ use gpu::layout::WType;
 use host::moe::expert::mmq::{MmqChoice, MmqOrder, MmqTma};
 use host::moe::expert::split::{Product, SplitOptions, SwigluAt};
 use host::moe::layer::DeviceLayer;
-use host::problem::MoeShape;
+use host::problem::{MoeShape, Numerics};
 use host::synth::{self, Popularity, SyntheticLayer};
 use tests::*;
 
@@ -39,6 +39,7 @@ fn tensor_copies_of_the_gate_up_stages() {
             ffn: 128,
             gate_up_type: g,
             down_type: d,
+            numerics: Numerics::Mmq,
         };
         let layer = SyntheticLayer::new(s, merged, sd ^ i as u64).expect("layer");
         let dev = DeviceLayer::upload(&gpu, &layer.weights(), &s).expect("upload");

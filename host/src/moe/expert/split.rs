@@ -78,6 +78,8 @@ impl SplitPlan {
         choice: SplitChoice,
         opts: SplitOptions,
     ) -> Result<Self> {
+        // Its MMQ and weight-stationary kernels compute MMQ's numerics only.
+        s.mmq_numerics()?;
         let rows = cap_rows.max(1);
         let dev = gpu.limits();
         // The narrow gate/up kernel by tensor copies takes more rows per expert.

@@ -8,6 +8,9 @@ use gpu::layout::{BlockQ8_1Mmq, MMQ_BLOCK_VALUES, WType, padded_k};
 use crate::error::{Error, Result, shape};
 use crate::formats::ExpertTensor;
 
+mod numerics;
+pub use numerics::{NUMERICS_VAR, Numerics};
+
 /// One MoE layer's dimensions and weight formats.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct MoeShape {
@@ -19,6 +22,8 @@ pub struct MoeShape {
     pub ffn: usize,
     pub gate_up_type: WType,
     pub down_type: WType,
+    /// The float epilogue's numerics (MMQ's by default; [`Numerics`]).
+    pub numerics: Numerics,
 }
 
 /// The gate/up formats of the project's 18 target pairs (README, "the 18 pairs").
@@ -42,6 +47,7 @@ impl MoeShape {
         ffn: 640,
         gate_up_type: WType::Q2_0,
         down_type: WType::Q2_0,
+        numerics: Numerics::Mmq,
     };
 
     /// Checks everything the kernels and the reference rely on.
@@ -82,17 +88,42 @@ impl MoeShape {
         Ok(())
     }
 
-    /// One line for reports: `E=512 top-10 hidden 2560 FFN 640, q2_0 gate/up, q2_0 down`.
+    /// One line for reports: `E=512 top-10 hidden 2560 FFN 640, q2_0 gate/up, q2_0 down`,
+    /// followed by `, q2_0-shared-d numerics` where that variant changes a product.
     pub fn summary(&self) -> String {
         format!(
-            "E={} top-{} hidden {} FFN {}, {} gate/up, {} down",
+            "E={} top-{} hidden {} FFN {}, {} gate/up, {} down{}",
             self.n_experts,
             self.top_k,
             self.hidden,
             self.ffn,
             self.gate_up_type.name(),
-            self.down_type.name()
+            self.down_type.name(),
+            if self.shared_d_any() {
+                format!(", {} numerics", self.numerics.name())
+            } else {
+                String::new()
+            }
         )
+    }
+
+    /// Whether a product of this layer takes the Q2_0 shared-d step (`Numerics::shared_d`):
+    /// then only the fused path computes it.
+    pub fn shared_d_any(&self) -> bool {
+        self.numerics.shared_d(self.gate_up_type) || self.numerics.shared_d(self.down_type)
+    }
+
+    /// Err where a product of this layer takes the Q2_0 shared-d step, which only the fused
+    /// path computes: for the paths whose kernels compute MMQ's numerics only (MMQ and
+    /// weight-stationary products).
+    pub fn mmq_numerics(&self) -> Result<()> {
+        if !self.shared_d_any() {
+            return Ok(());
+        }
+        Err(Error::Unsupported(format!(
+            "the {} numerics run on the fused path only; this path computes MMQ's",
+            self.numerics.name()
+        )))
     }
 
     /// Values of a quantized activation row of the gate/up product (hidden, padded).
