@@ -14,6 +14,8 @@ mod reference_shape;
 mod resident;
 #[path = "prefill/scatter.rs"]
 mod scatter;
+#[path = "prefill/shared_d.rs"]
+mod shared_d;
 #[path = "prefill/tiles.rs"]
 mod tiles;
 #[path = "prefill/tma.rs"]
@@ -314,7 +316,6 @@ fn expert_row_counts_at_tile_edges() {
     let gpu = gpu();
     let sd = seed("expert_row_counts_at_tile_edges");
     let counts = [0usize, 1, 15, 16, 17, 31, 32, 33, 63, 64, 65, 127, 128, 129];
-    let nb = counts.len();
     for (s, merged) in [
         (small(WType::Iq2S, WType::Q8_0, 1), true),
         (
@@ -328,27 +329,8 @@ fn expert_row_counts_at_tile_edges() {
         ),
     ] {
         let k = s.top_k;
-        // Slot j of a token of the c-th count bucket goes to expert (c + nb j) mod E, so the
-        // bucket's experts get (about) its count of rows per slot.
-        let t = counts.iter().sum::<usize>();
-        let mut owner = Vec::with_capacity(t);
-        for (e, &n) in counts.iter().enumerate() {
-            owner.extend(std::iter::repeat_n(e, n));
-        }
-        let ids: Vec<u32> = (0..t)
-            .flat_map(|i| {
-                let o = owner[i];
-                (0..k).map(move |j| ((o + nb * j) % s.n_experts) as u32)
-            })
-            .collect();
-        let weights: Vec<f32> = (0..t * k).map(|i| 0.5 + (i % 5) as f32 * 0.25).collect();
-        let r = Routing {
-            n_tokens: t,
-            top_k: k,
-            ids,
-            weights,
-        };
-        r.check(s.n_experts).expect("distinct experts per token");
+        let r = routing_with_counts(&counts, k, s.n_experts);
+        let t = r.n_tokens;
         let layer = SyntheticLayer::new(s, merged, sd).expect("layer");
         let dev = DeviceLayer::upload(&gpu, &layer.weights(), &s).expect("upload");
         let mut pfs = pipelines(&gpu, &s, t);

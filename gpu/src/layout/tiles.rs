@@ -58,7 +58,7 @@ macro_rules! mma_register_caps {
         $narrow:ident, $pipe_sw:ident, $narrow_sw:ident, $flat:ident, $flat_sw:ident,
         $c16:ident, $c32:ident, $c64:ident,
         $fast16:ident, $fast32:ident, $resident:ident,
-        $narrow_tma:ident)),* $(,)?) => {
+        $narrow_tma:ident, $fused_sd:ident, $wide_sd:ident)),* $(,)?) => {
         (
             &[
                 SWIGLU_QUANT_CAP,

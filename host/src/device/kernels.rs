@@ -73,6 +73,9 @@ pub struct FormatKernels {
     fused: Option<CudaFunction>,
     /// `moe_experts_<wtype>_fused_wide` (64-row tiles)
     fused_wide: Option<CudaFunction>,
+    /// `moe_experts_<wtype>_fused_sd`, `moe_experts_<wtype>_fused_wide_sd`: both in the Q2_0
+    /// shared-d numerics (`Numerics::Q2_0SharedD`)
+    fused_sd: [Option<CudaFunction>; 2],
     /// `moe_mmq_pipe_<wtype>`: the pipelined MMQ product (either product)
     mmq_pipe: Option<CudaFunction>,
     /// `moe_mmq_narrow_<wtype>`: its narrow shape (16-row tiles)
@@ -102,15 +105,15 @@ pub struct FormatKernels {
 }
 
 /// Kernels per weight format.
-pub const FORMAT_KERNELS: usize = 17;
+pub const FORMAT_KERNELS: usize = 19;
 /// The last `BULK_KERNELS` of a format's kernels (the narrow MMQ product's resident form and its
 /// form with tensor copies) are in the modules with bulk copies only (`ptx::has_bulk`: sm_90).
 pub const BULK_KERNELS: usize = 2;
 /// The first `MMA_KERNELS` of a format's kernels (`format_kernel_names`) are its tensor-core
 /// ones (MMQ gate/up and down, fused, fused_wide, the pipelined MMQ, wide and narrow, both
-/// with the SwiGLU epilogue, and the flat one with and without it), absent below
-/// [`ptx::MMA_MIN_ARCH`].
-pub const MMA_KERNELS: usize = 10;
+/// with the SwiGLU epilogue, the flat one with and without it, and the fused ones in the Q2_0
+/// shared-d numerics), absent below [`ptx::MMA_MIN_ARCH`].
+pub const MMA_KERNELS: usize = 12;
 
 impl FormatKernels {
     /// `moe_gate_up_<wtype>_mmq`; `Error::Unsupported` when the loaded module has none.
@@ -123,14 +126,18 @@ impl FormatKernels {
         self.tensor_core(&self.down_mmq, 1)
     }
 
-    /// `moe_experts_<wtype>_fused`; `Error::Unsupported` when the loaded module has none.
-    pub fn fused(&self) -> Result<&CudaFunction> {
-        self.tensor_core(&self.fused, 2)
-    }
-
-    /// `moe_experts_<wtype>_fused_wide`; `Error::Unsupported` when the loaded module has none.
-    pub fn fused_wide(&self) -> Result<&CudaFunction> {
-        self.tensor_core(&self.fused_wide, 3)
+    /// The fused kernel of a width (`wide`: 64-row tiles) and numerics (`shared_d`: the Q2_0
+    /// shared-d variant), with its name; `Error::Unsupported` when the loaded module has none.
+    pub fn fused_kernel(
+        &self,
+        wide: bool,
+        shared_d: bool,
+    ) -> Result<(&CudaFunction, &'static str)> {
+        match (wide, shared_d) {
+            (false, false) => self.named(&self.fused, 2),
+            (true, false) => self.named(&self.fused_wide, 3),
+            (w, true) => self.named(&self.fused_sd[w as usize], 10 + w as usize),
+        }
     }
 
     /// `moe_mmq_pipe_<wtype>` with its name; `Error::Unsupported` when the loaded module has
@@ -235,12 +242,12 @@ macro_rules! format_table {
     ($(($w:ident, $b:ident, $gate_up:ident, $down:ident, $fused:ident, $wide:ident,
         $pipe:ident, $narrow:ident, $pipe_sw:ident, $narrow_sw:ident, $flat:ident,
         $flat_sw:ident, $c16:ident, $c32:ident, $c64:ident, $fast16:ident, $fast32:ident, $resident:ident,
-        $narrow_tma:ident)),* $(,)?) => {
+        $narrow_tma:ident, $fused_sd:ident, $wide_sd:ident)),* $(,)?) => {
         /// Names of the per-format kernels, in list order.
         const FORMAT_KERNEL_NAMES: &[&str] = &[$(
             stringify!($gate_up), stringify!($down), stringify!($fused), stringify!($wide),
             stringify!($pipe), stringify!($narrow), stringify!($pipe_sw), stringify!($narrow_sw),
-            stringify!($flat), stringify!($flat_sw),
+            stringify!($flat), stringify!($flat_sw), stringify!($fused_sd), stringify!($wide_sd),
             stringify!($c16), stringify!($c32), stringify!($c64),
             stringify!($fast16),
             stringify!($fast32),
@@ -254,6 +261,7 @@ macro_rules! format_table {
                     stringify!($gate_up), stringify!($down), stringify!($fused), stringify!($wide),
                     stringify!($pipe), stringify!($narrow), stringify!($pipe_sw),
                     stringify!($narrow_sw), stringify!($flat), stringify!($flat_sw),
+                    stringify!($fused_sd), stringify!($wide_sd),
                     stringify!($c16), stringify!($c32),
                     stringify!($c64),
                     stringify!($fast16), stringify!($fast32), stringify!($resident),
@@ -285,6 +293,7 @@ macro_rules! format_table {
                 down_mmq: mma(stringify!($down))?,
                 fused: mma(stringify!($fused))?,
                 fused_wide: mma(stringify!($wide))?,
+                fused_sd: [mma(stringify!($fused_sd))?, mma(stringify!($wide_sd))?],
                 mmq_pipe: mma(stringify!($pipe))?,
                 mmq_narrow: mma(stringify!($narrow))?,
                 mmq_resident: bulk(stringify!($resident))?,
@@ -366,7 +375,9 @@ mod tests {
                 "moe_mmq_pipe_swiglu_q2_0",
                 "moe_mmq_narrow_swiglu_q2_0",
                 "moe_mmq_flat_q2_0",
-                "moe_mmq_flat_swiglu_q2_0"
+                "moe_mmq_flat_swiglu_q2_0",
+                "moe_experts_q2_0_fused_sd",
+                "moe_experts_q2_0_fused_wide_sd"
             ]
         );
         assert_eq!(

@@ -37,6 +37,32 @@ pub fn most_experts() -> MoeShape {
     }
 }
 
+/// A routing in which (about) `counts[c]` rows go to each expert of bucket c: slot j of a token
+/// of the c-th bucket goes to expert (c + buckets j) mod E, weights cycling over 0.5 .. 1.5.
+pub fn routing_with_counts(counts: &[usize], k: usize, n_experts: usize) -> Routing {
+    let nb = counts.len();
+    let t = counts.iter().sum::<usize>();
+    let mut owner = Vec::with_capacity(t);
+    for (e, &n) in counts.iter().enumerate() {
+        owner.extend(std::iter::repeat_n(e, n));
+    }
+    let ids: Vec<u32> = (0..t)
+        .flat_map(|i| {
+            let o = owner[i];
+            (0..k).map(move |j| ((o + nb * j) % n_experts) as u32)
+        })
+        .collect();
+    let weights: Vec<f32> = (0..t * k).map(|i| 0.5 + (i % 5) as f32 * 0.25).collect();
+    let r = Routing {
+        n_tokens: t,
+        top_k: k,
+        ids,
+        weights,
+    };
+    r.check(n_experts).expect("distinct experts per token");
+    r
+}
+
 pub fn f32_bytes(v: &[f32]) -> &[u8] {
     bytemuck::cast_slice(v)
 }

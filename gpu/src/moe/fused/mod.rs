@@ -16,7 +16,9 @@
 //! Per 128-value K step: wait for the stage, barrier, decode into the int8 tile, barrier, `mma`.
 //! Shared memory: `layout::FusedSmem` (the host's plan picks `stages` from the device).
 //! Numerics: MMQ's integer sums and float epilogue in ascending K, swiglu_quant's SwiGLU and
-//! q8_1 rule: GU, H and Dm are the MMQ path's bytes.
+//! q8_1 rule: GU, H and Dm are the MMQ path's bytes. The `_sd` kernels (`moe_experts_<gate_up>
+//! _fused_sd`, `_fused_wide_sd`) take the opt-in Q2_0 shared-d step in their Q2_0 products
+//! (fused/mma.rs): the reference's bytes of that variant.
 //! Launcher: host/src/moe/expert/fused.rs.
 
 mod load;
@@ -51,14 +53,17 @@ fn stage_at(i: u32, total_a: u32, stages_a: u32, stages_b: u32) -> Stage {
     }
 }
 
-/// The fused expert path for gate/up type `G` and down type `D` (see the module doc).
+/// The fused expert path for gate/up type `G` and down type `D` (see the module doc); with `SD`
+/// its Q2_0 products in the Q2_0 shared-d numerics.
 ///
 /// # Safety
 /// Parameters and buffers as `layout::FusedParams`; launched with `FUSED_THREADS` threads,
 /// `FusedSmem::new(G, D, ffn, stages, NT).total` bytes of dynamic shared memory and one CTA per
 /// tile of at most `32 NT` rows.
 #[inline(always)]
-unsafe fn experts<G: WeightBlock, D: WeightBlock, const NT: usize>(p: &FusedParams) {
+unsafe fn experts<G: WeightBlock, D: WeightBlock, const NT: usize, const SD: bool>(
+    p: &FusedParams,
+) {
     // SAFETY: one tile per CTA.
     let tile = unsafe { *(p.tiles as *const MmqTile).add(ctaid_x() as usize) };
     if tile.n_cols == 0 {
@@ -142,7 +147,7 @@ unsafe fn experts<G: WeightBlock, D: WeightBlock, const NT: usize>(p: &FusedPara
                     decode_step::<G>(&sm, base, buf, src, h);
                     sync_threads();
                     let acts = buf + sm.stage_acts as u32 + h * col_bytes;
-                    mma_step::<G, NT>(&mut acc, tile_smem, scales, acts, tile.n_cols);
+                    mma_step::<G, NT, SD>(&mut acc, tile_smem, scales, acts, tile.n_cols);
                 }
                 if st.k_stage == stages_a - 1 {
                     swiglu_to_h(&acc, h_smem, st.pass, tile.n_cols);
@@ -152,7 +157,7 @@ unsafe fn experts<G: WeightBlock, D: WeightBlock, const NT: usize>(p: &FusedPara
                 decode_step::<D>(&sm, base, buf, src, 0);
                 sync_threads();
                 let acts = h_smem + st.k_stage * col_bytes;
-                mma_step::<D, NT>(&mut acc, tile_smem, scales, acts, tile.n_cols);
+                mma_step::<D, NT, SD>(&mut acc, tile_smem, scales, acts, tile.n_cols);
                 if st.k_stage == stages_b - 1 {
                     store_down(&acc, &tile, st.pass, p.dm, p.row_dst, p.hidden);
                     acc = [[[0.0; 4]; NT]; 4];
@@ -175,17 +180,42 @@ unsafe fn dispatch<G: WeightBlock, const NT: usize>(p: &FusedParams) {
     // plan refuses it first).
     unsafe {
         match WType::from_id(p.down_type) {
-            Some(WType::Q2_0) => experts::<G, BlockQ2_0Dev, NT>(p),
-            Some(WType::Iq4Nl) => experts::<G, BlockIq4NlDev, NT>(p),
-            Some(WType::Q8_0) => experts::<G, BlockQ8_0, NT>(p),
+            Some(WType::Q2_0) => experts::<G, BlockQ2_0Dev, NT, false>(p),
+            Some(WType::Iq4Nl) => experts::<G, BlockIq4NlDev, NT, false>(p),
+            Some(WType::Q8_0) => experts::<G, BlockQ8_0, NT, false>(p),
+            _ => {}
+        }
+    }
+}
+
+/// [`dispatch`] for the kernels of the Q2_0 shared-d numerics: the down types where a product
+/// is Q2_0 (every down type for a Q2_0 gate/up, else Q2_0 down only; for the other pairs the
+/// variant is MMQ's numerics and the host runs the plain kernels).
+///
+/// # Safety
+/// As `experts`.
+#[inline(always)]
+unsafe fn dispatch_shared_d<G: WeightBlock, const NT: usize>(p: &FusedParams) {
+    if p.nt as usize != NT {
+        return;
+    }
+    let q2_gate_up = G::WTYPE == WType::Q2_0;
+    // SAFETY: forwarded contract; other pairs launch nothing (the host never asks).
+    unsafe {
+        match WType::from_id(p.down_type) {
+            Some(WType::Q2_0) => experts::<G, BlockQ2_0Dev, NT, true>(p),
+            Some(WType::Iq4Nl) if q2_gate_up => experts::<G, BlockIq4NlDev, NT, true>(p),
+            Some(WType::Q8_0) if q2_gate_up => experts::<G, BlockQ8_0, NT, true>(p),
             _ => {}
         }
     }
 }
 
 macro_rules! fused_kernels {
-    ($(($w:ident, $b:ident, $gate_up:ident, $down:ident, $fused:ident, $wide:ident
-        $(, $rest:ident)*)),* $(,)?) => {$(
+    ($(($w:ident, $b:ident, $gate_up:ident, $down:ident, $fused:ident, $wide:ident,
+        $pipe:ident, $narrow:ident, $pipe_sw:ident, $narrow_sw:ident, $flat:ident,
+        $flat_sw:ident, $c16:ident, $c32:ident, $c64:ident, $fast16:ident, $fast32:ident,
+        $resident:ident, $narrow_tma:ident, $fused_sd:ident, $wide_sd:ident)),* $(,)?) => {$(
         /// The fused expert path with this gate/up type, 32-row tiles (NT = 1); the down type
         /// (Q2_0, IQ4_NL or Q8_0) is `p.down_type`. See the module doc.
         ///
@@ -206,6 +236,27 @@ macro_rules! fused_kernels {
         pub unsafe extern "ptx-kernel" fn $wide(p: FusedParams) {
             // SAFETY: forwarded contract.
             unsafe { dispatch::<$b, 2>(&p) }
+        }
+
+        /// The 32-row kernel in the Q2_0 shared-d numerics (its Q2_0 products; see
+        /// `dispatch_shared_d` for the down types it runs).
+        ///
+        /// # Safety
+        /// As `experts`, with `p.nt` = 1.
+        #[unsafe(no_mangle)]
+        pub unsafe extern "ptx-kernel" fn $fused_sd(p: FusedParams) {
+            // SAFETY: forwarded contract.
+            unsafe { dispatch_shared_d::<$b, 1>(&p) }
+        }
+
+        /// The 64-row kernel in the Q2_0 shared-d numerics.
+        ///
+        /// # Safety
+        /// As `experts`, with `p.nt` = 2.
+        #[unsafe(no_mangle)]
+        pub unsafe extern "ptx-kernel" fn $wide_sd(p: FusedParams) {
+            // SAFETY: forwarded contract.
+            unsafe { dispatch_shared_d::<$b, 2>(&p) }
         }
     )*};
 }

@@ -165,7 +165,13 @@ impl FusedPlan {
                 .op("cuFuncGetAttribute (registers)")?;
             Ok(65_536 / (regs.max(1) as usize * FUSED_THREADS))
         };
-        let reg_caps = [by_regs(k.fused()?)?, by_regs(k.fused_wide()?)?];
+        // The kernels of the layer's numerics (the Q2_0 shared-d ones where a product takes
+        // that step).
+        let sd = s.shared_d_any();
+        let reg_caps = [
+            by_regs(k.fused_kernel(false, sd)?.0)?,
+            by_regs(k.fused_kernel(true, sd)?.0)?,
+        ];
         let widths: Vec<Width> = FUSED_NT
             .iter()
             .zip(reg_caps)
@@ -186,7 +192,7 @@ impl FusedPlan {
                 "the fused path does not fit this device's shared memory".into(),
             ))?;
         let k = gpu.kernels.format(s.gate_up_type)?;
-        for f in [k.fused()?, k.fused_wide()?] {
+        for f in [k.fused_kernel(false, sd)?.0, k.fused_kernel(true, sd)?.0] {
             f.set_attribute(
                 FnAttr::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
                 smem as i32,
@@ -271,11 +277,7 @@ impl ExpertPlan for FusedPlan {
                 block_dim: (FUSED_THREADS as u32, 1, 1),
                 shared_mem_bytes: width.smem as u32,
             };
-            let (func, name) = if width.nt == 1 {
-                (k.fused()?, k.names[2])
-            } else {
-                (k.fused_wide()?, k.names[3])
-            };
+            let (func, name) = k.fused_kernel(width.nt == 2, s.shared_d_any())?;
             // SAFETY: weights resident with the layer's shape and readable 16 bytes past their
             // ends (DeviceLayer::upload); xq holds hidden_padded / 128 chunks of n_rows blocks;
             // the tiles cover rows < n_rows at the kernel's width; row_dst and dm hold n_rows
@@ -288,7 +290,8 @@ impl ExpertPlan for FusedPlan {
     fn describe(&self) -> String {
         let w = self.widths[self.chosen];
         format!(
-            "fused: {} CTAs of up to {} rows, {} copy stages{}, {} KB shared memory, {} CTA(s) per SM",
+            "fused: {} CTAs of up to {} rows, {} copy stages{}, {} KB shared memory, {} CTA(s) per \
+             SM{}",
             self.n_tiles,
             FUSED_COL_UNIT * w.nt,
             w.stages,
@@ -298,7 +301,12 @@ impl ExpertPlan for FusedPlan {
                 ""
             },
             w.smem / 1024,
-            w.ctas_per_sm
+            w.ctas_per_sm,
+            if self.shape.shared_d_any() {
+                ", the q2_0-shared-d numerics"
+            } else {
+                ""
+            }
         )
     }
 
