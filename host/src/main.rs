@@ -17,6 +17,10 @@ struct Args {
     /// Expert path of the default run (no subcommand): mmq, fused, ws or auto.
     #[arg(long, default_value = "auto")]
     path: String,
+    /// Numerics of the default run: mmq, or q2_0-shared-d (opt-in; the fused path only).
+    /// Default: $MOE_NUMERICS, else mmq.
+    #[arg(long)]
+    numerics: Option<String>,
 }
 
 #[derive(Subcommand)]
@@ -46,7 +50,7 @@ fn main() {
     let args = Args::parse();
     cli::env::EnvReport::of(std::env::vars_os()).print();
     let r = match args.cmd {
-        None => cli::default::run(&args.path),
+        None => cli::default::run(&args.path, args.numerics),
         Some(Cmd::Swiglu(a)) => cli::swiglu::run(&a),
         Some(Cmd::Prefill(a)) => cli::prefill::run(&a),
         Some(Cmd::MakeModel(a)) => cli::make_model::run(&a),

@@ -6,7 +6,7 @@
 use super::prefill::{self, PrefillArgs};
 use super::swiglu::{self, SwigluArgs};
 
-pub fn run(path: &str) -> host::Result<()> {
+pub fn run(path: &str, numerics: Option<String>) -> host::Result<()> {
     let p = PrefillArgs {
         model: None,
         layer: "first".into(),
@@ -17,12 +17,14 @@ pub fn run(path: &str) -> host::Result<()> {
         routing: "uniform".into(),
         check: true,
         path: path.into(),
+        numerics,
         reps: 10,
         hold_us: host::device::QUEUE_HOLD_US,
         seed: 1,
     };
-    // A wrong --path is refused before the GPU opens, as without one.
+    // A wrong --path or --numerics is refused before the GPU opens, as without one.
     prefill::path_choice(path)?;
+    prefill::numerics(&p)?;
     // One GPU context and one copy-bandwidth measurement for both tables.
     let Some(session) = super::open_session()? else {
         return prefill::cpu_only(&p);

@@ -11,6 +11,7 @@ use host::moe::expert::products::SWIGLU_VAR;
 use host::moe::expert::ws::{WS_COLS_VAR, WS_FAST_VAR};
 use host::moe::scatter::{GATHER_VAR, ONE_VAR};
 use host::moe::tune::key::DIR_VAR;
+use host::problem::NUMERICS_VAR;
 
 use super::CEILINGS_VAR;
 
@@ -18,7 +19,7 @@ use super::CEILINGS_VAR;
 const PREFIX: &str = "MOE_";
 
 /// Every variable the binary reads.
-const READ: [&str; 15] = [
+const READ: [&str; 16] = [
     MMQ_KERNEL_VAR,
     MMQ_ORDER_VAR,
     MMQ_TMA_VAR,
@@ -34,6 +35,7 @@ const READ: [&str; 15] = [
     PTX_OVERRIDE_VAR,
     DIR_VAR,
     CEILINGS_VAR,
+    NUMERICS_VAR,
 ];
 
 /// Variables only the tests read (a run ignores them without a warning).

@@ -17,7 +17,7 @@ use host::moe::prefill::{Prefill, RoutingInput, StageTimes};
 use host::moe::router;
 use host::moe::tune::key as tune;
 use host::problem::RouteRule;
-use host::problem::{LayerWeights, MoeShape};
+use host::problem::{LayerWeights, MoeShape, Numerics};
 use host::reference;
 use host::synth::{self, Popularity, SyntheticLayer};
 use host::{Error, Result};
@@ -56,6 +56,12 @@ pub struct PrefillArgs {
     /// by the tune table: `moe-prefill tune`'s for this GPU, else the built-in H200 one).
     #[arg(long, default_value = "auto")]
     pub path: String,
+    /// Numerics of the products: mmq (ggml MMQ's; every path) or q2_0-shared-d (opt-in, not
+    /// ggml's: a Q2_0 product takes one step per 64-value block, d (C0 dx0 + C1 dx1); the fused
+    /// path only, checked against the reference computed the same way). Default: $MOE_NUMERICS,
+    /// else mmq.
+    #[arg(long)]
+    pub numerics: Option<String>,
     /// Timed repetitions per token count.
     #[arg(long, default_value_t = 10)]
     pub reps: usize,
@@ -80,7 +86,21 @@ pub fn wtype(name: &str) -> Result<WType> {
 
 /// The synthetic layer's shape from the arguments, checked.
 pub fn synthetic_shape(a: &PrefillArgs) -> Result<MoeShape> {
-    a.shape.shape(wtype(&a.gate_up)?, wtype(&a.down)?)
+    let s = a.shape.shape(wtype(&a.gate_up)?, wtype(&a.down)?)?;
+    Ok(MoeShape {
+        numerics: numerics(a)?,
+        ..s
+    })
+}
+
+/// `--numerics`, else `MOE_NUMERICS`, else MMQ's.
+pub fn numerics(a: &PrefillArgs) -> Result<Numerics> {
+    match &a.numerics {
+        Some(n) => n
+            .parse()
+            .map_err(|e| Error::Unsupported(format!("--numerics: {e}"))),
+        None => Numerics::from_env(),
+    }
 }
 
 /// `--path`, parsed.
@@ -106,6 +126,7 @@ fn synthetic_routing(a: &PrefillArgs) -> Result<Option<Popularity>> {
 /// GPU is opened, so a mistake gives the same error with a GPU and without one.
 pub fn run(a: &PrefillArgs) -> Result<()> {
     let choice = path_choice(&a.path)?;
+    numerics(a)?;
     match &a.model {
         None => {
             synthetic_shape(a)?;
@@ -167,7 +188,9 @@ fn run_gguf(
     println!("{}", chosen.summary(f));
     // A forced path that cannot run one of the layers is refused before any layer runs.
     let choice = path_choice(&a.path)?;
+    let numerics = numerics(a)?;
     for (l, s) in &chosen.layers {
+        let s = &MoeShape { numerics, ..*s };
         paths::explain(choice, s, &gpu.limits(), &tune::for_gpu(gpu))
             .map_err(|e| Error::Unsupported(format!("layer {}: {e}", l.layer)))?;
     }
@@ -179,7 +202,10 @@ fn run_gguf(
             gpu,
             a,
             &fl.weights,
-            &fl.shape,
+            &MoeShape {
+                numerics,
+                ..fl.shape
+            },
             None,
             &fl.router,
             fl.rule,
@@ -316,7 +342,9 @@ fn cpu_model(
     // What a GPU would run, judged against the default limits; a forced path that cannot run
     // a layer is refused as on a GPU, before any layer runs.
     let mut whys: Vec<(Vec<usize>, String)> = Vec::new();
+    let numerics = numerics(a)?;
     for (l, s) in &chosen.layers {
+        let s = &MoeShape { numerics, ..*s };
         let why = paths::explain(choice, s, &dev, &tune::without_gpu())
             .map_err(|e| Error::Unsupported(format!("layer {}: {e}", l.layer)))?;
         match whys.iter_mut().find(|w| w.1 == why) {
@@ -342,7 +370,10 @@ fn cpu_model(
     for (i, (l, _)) in chosen.layers.iter().enumerate() {
         eprintln!("[layer {}/{n}] blk.{}", i + 1, l.layer);
         let fl = host::moe::model::file_layer(f, l)?;
-        let s = &fl.shape;
+        let s = &MoeShape {
+            numerics,
+            ..fl.shape
+        };
         let x = host::synth::normal_f32(a.seed ^ t as u64, t * s.hidden, 1.0);
         let t0 = std::time::Instant::now();
         let logits = router::logits(&x, &fl.router, s.n_experts, s.hidden);

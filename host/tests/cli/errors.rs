@@ -1,5 +1,5 @@
-//! Bad input: missing and malformed files, a layer out of range, an unknown path, `tune`'s
-//! arguments - each an error naming what is wrong, before any GPU is opened.
+//! Bad input: missing and malformed files, a layer out of range, an unknown path or numerics,
+//! `tune`'s arguments - each an error naming what is wrong, before any GPU is opened.
 
 use super::common::*;
 
@@ -153,4 +153,42 @@ fn hold_us_takes_microseconds_up_to_a_second() {
         assert!(r.stderr.contains("--hold-us"), "{}", r.show());
         assert_eq!(r.stdout, "", "{}", r.show());
     }
+}
+
+#[test]
+fn numerics_flag_is_checked_and_the_variant_needs_the_fused_path() {
+    // The small synthetic layer with `extra` arguments.
+    let args = |extra: &[&'static str]| -> Vec<&'static str> {
+        let mut v = vec![
+            "prefill",
+            "--experts",
+            "16",
+            "--top-k",
+            "4",
+            "--hidden",
+            "256",
+        ];
+        v.extend(["--ffn", "128"]);
+        v.extend(extra);
+        v
+    };
+    any(&args(&["--numerics", "bogus"]))
+        .refused(&["--numerics: unknown numerics \"bogus\": mmq or q2_0-shared-d"]);
+    any(&["--numerics", "bogus"]).refused(&["unknown numerics \"bogus\""]);
+    // A path that computes MMQ's numerics only is refused with the reason (judged as every
+    // path's eligibility is: after the GPU is opened, or found missing).
+    for path in ["mmq", "ws"] {
+        let r = no_gpu(&args(&["--numerics", "q2_0-shared-d", "--path", path]));
+        assert_eq!(r.code, Some(1), "{}", r.show());
+        assert!(
+            r.stderr.contains(&format!(
+                "error: path {path} cannot run this layer: the q2_0-shared-d numerics run on the \
+                 fused path only"
+            )),
+            "{}",
+            r.show()
+        );
+    }
+    // auto runs it (here the CPU reference, in the variant).
+    no_gpu(&args(&["--numerics", "q2_0-shared-d"])).ok(&["q2_0 down, q2_0-shared-d numerics"]);
 }
