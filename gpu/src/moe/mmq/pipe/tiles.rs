@@ -139,11 +139,10 @@ unsafe fn product_nt<B: WeightBlock, const NT: u32>(c: &Cta, j: u32, acc: &mut [
     let sixteen = B::WTYPE.scale_values() == 16;
     let t = c.decoded(j);
     let acts = c.acts(j);
-    // The step's four groups unrolled (a `for` loop stayed a loop where 3 or 4 tiles are live:
-    // its counter, address steps and the `mma`s' MAGIC operands rebuilt each group cost 40 of
-    // the 539 instructions of `moe_mmq_flat_q2_0`'s K step, ptxas 12.9 sm_90).
-    unroll!(gs in [0, 1, 2, 3] {
-        let g = gs as u32;
+    // A loop on purpose: unrolled (75c67a0), the K step took 7 % fewer SASS instructions but
+    // the layer ran 1-2 % slower at T = 8,192 and 16,384 on the H200 (BENCHMARKS.md,
+    // thirty-first session).
+    for g in 0..4u32 {
         // SAFETY: every address is inside the decoded tile or the step's activation blocks
         // (rows < 128, columns < cols, byte offsets < 144), 16-byte aligned where loaded 16 at
         // a time or by ldmatrix, 8-byte aligned where loaded 8 at a time.
@@ -208,7 +207,7 @@ unsafe fn product_nt<B: WeightBlock, const NT: u32>(c: &Cta, j: u32, acc: &mut [
                 }
             });
         }
-    });
+    }
 }
 
 /// Issues steps `0..=lead` (each closed as one commit group, issued or not): step j + 1 + lead
