@@ -386,10 +386,15 @@ fn cpu_model(
         }
         let max = out.iter().fold(0.0f32, |m, v| m.max(v.abs()));
         println!(
-            "layer {}: CPU reference, {t} tokens routed by the model's router ({}/{}, {} of {} experts used): {secs:.2} s on {} threads; output rms {:.4}, max |out| {max:.3}",
+            "layer {}: CPU reference, {t} tokens routed by the model's router ({}/{}{}, {} of {} experts used): {secs:.2} s on {} threads; output rms {:.4}, max |out| {max:.3}",
             l.layer,
             s.gate_up_type.name(),
             s.down_type.name(),
+            if s.shared_d_any() {
+                format!(", {} numerics", s.numerics.name())
+            } else {
+                String::new()
+            },
             used.iter().filter(|&&u| u).count(),
             s.n_experts,
             host::par::threads(),
