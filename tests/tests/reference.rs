@@ -129,10 +129,7 @@ fn shared_d_numerics_change_the_q2_0_products_only() {
         (WType::Iq3S, WType::Iq4Nl),
     ] {
         let s = small(g, d);
-        let v = MoeShape {
-            numerics: Numerics::Q2_0SharedD,
-            ..s
-        };
+        let v = s.with_numerics(Numerics::Q2_0SharedD);
         let layer = SyntheticLayer::new(s, false, sd).expect("layer");
         let w = layer.weights();
         let r = synth::routing(64, s.n_experts, s.top_k, Popularity::Uniform, sd ^ 1);

@@ -87,10 +87,7 @@ pub fn wtype(name: &str) -> Result<WType> {
 /// The synthetic layer's shape from the arguments, checked.
 pub fn synthetic_shape(a: &PrefillArgs) -> Result<MoeShape> {
     let s = a.shape.shape(wtype(&a.gate_up)?, wtype(&a.down)?)?;
-    Ok(MoeShape {
-        numerics: numerics(a)?,
-        ..s
-    })
+    Ok(s.with_numerics(numerics(a)?))
 }
 
 /// `--numerics`, else `MOE_NUMERICS`, else MMQ's.
@@ -190,7 +187,7 @@ fn run_gguf(
     let choice = path_choice(&a.path)?;
     let numerics = numerics(a)?;
     for (l, s) in &chosen.layers {
-        let s = &MoeShape { numerics, ..*s };
+        let s = &s.with_numerics(numerics);
         paths::explain(choice, s, &gpu.limits(), &tune::for_gpu(gpu))
             .map_err(|e| Error::Unsupported(format!("layer {}: {e}", l.layer)))?;
     }
@@ -202,10 +199,7 @@ fn run_gguf(
             gpu,
             a,
             &fl.weights,
-            &MoeShape {
-                numerics,
-                ..fl.shape
-            },
+            &fl.shape.with_numerics(numerics),
             None,
             &fl.router,
             fl.rule,
@@ -344,7 +338,7 @@ fn cpu_model(
     let mut whys: Vec<(Vec<usize>, String)> = Vec::new();
     let numerics = numerics(a)?;
     for (l, s) in &chosen.layers {
-        let s = &MoeShape { numerics, ..*s };
+        let s = &s.with_numerics(numerics);
         let why = paths::explain(choice, s, &dev, &tune::without_gpu())
             .map_err(|e| Error::Unsupported(format!("layer {}: {e}", l.layer)))?;
         match whys.iter_mut().find(|w| w.1 == why) {
@@ -370,10 +364,7 @@ fn cpu_model(
     for (i, (l, _)) in chosen.layers.iter().enumerate() {
         eprintln!("[layer {}/{n}] blk.{}", i + 1, l.layer);
         let fl = host::moe::model::file_layer(f, l)?;
-        let s = &MoeShape {
-            numerics,
-            ..fl.shape
-        };
+        let s = &fl.shape.with_numerics(numerics);
         let x = host::synth::normal_f32(a.seed ^ t as u64, t * s.hidden, 1.0);
         let t0 = std::time::Instant::now();
         let logits = router::logits(&x, &fl.router, s.n_experts, s.hidden);
@@ -390,11 +381,7 @@ fn cpu_model(
             l.layer,
             s.gate_up_type.name(),
             s.down_type.name(),
-            if s.shared_d_any() {
-                format!(", {} numerics", s.numerics.name())
-            } else {
-                String::new()
-            },
+            s.numerics_note(),
             used.iter().filter(|&&u| u).count(),
             s.n_experts,
             host::par::threads(),

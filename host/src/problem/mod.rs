@@ -99,12 +99,23 @@ impl MoeShape {
             self.ffn,
             self.gate_up_type.name(),
             self.down_type.name(),
-            if self.shared_d_any() {
-                format!(", {} numerics", self.numerics.name())
-            } else {
-                String::new()
-            }
+            self.numerics_note()
         )
+    }
+
+    /// `, q2_0-shared-d numerics` where that variant changes a product of this layer, else
+    /// nothing: what reports add to a layer's types.
+    pub fn numerics_note(&self) -> String {
+        if self.shared_d_any() {
+            format!(", {} numerics", self.numerics.name())
+        } else {
+            String::new()
+        }
+    }
+
+    /// This shape in `numerics`.
+    pub fn with_numerics(self, numerics: Numerics) -> MoeShape {
+        MoeShape { numerics, ..self }
     }
 
     /// Whether a product of this layer takes the Q2_0 shared-d step (`Numerics::shared_d`):

@@ -18,10 +18,7 @@ use super::common::*;
 
 /// `s` in the Q2_0 shared-d numerics.
 fn shared_d(s: MoeShape) -> MoeShape {
-    MoeShape {
-        numerics: Numerics::Q2_0SharedD,
-        ..s
-    }
+    s.with_numerics(Numerics::Q2_0SharedD)
 }
 
 /// The pipelines that run the variant: the fused path, the fused path prefetching its weights
