@@ -167,45 +167,26 @@ unsafe fn experts<G: WeightBlock, D: WeightBlock, const NT: usize, const SD: boo
     }
 }
 
-/// The body of a fused kernel: the down type and the width chosen by the parameters.
+/// The body of a fused kernel: the down type and the width chosen by the parameters; with `SD`
+/// (the `_sd` kernels) in the Q2_0 shared-d numerics, built only for the pairs with a Q2_0
+/// product (for the others the variant is MMQ's numerics and the host runs the plain kernels).
 ///
 /// # Safety
 /// As `experts`.
 #[inline(always)]
-unsafe fn dispatch<G: WeightBlock, const NT: usize>(p: &FusedParams) {
+unsafe fn dispatch<G: WeightBlock, const NT: usize, const SD: bool>(p: &FusedParams) {
     if p.nt as usize != NT {
         return;
     }
-    // SAFETY: forwarded contract; a down type outside the three launches nothing (the host's
-    // plan refuses it first).
+    // Down types other than Q2_0 in a shared-d kernel: only behind a Q2_0 gate/up.
+    let other_down = !SD || G::WTYPE == WType::Q2_0;
+    // SAFETY: forwarded contract; a down type outside the three, or a pair the kernel is not
+    // built for, launches nothing (the host's plan refuses it or runs another kernel first).
     unsafe {
         match WType::from_id(p.down_type) {
-            Some(WType::Q2_0) => experts::<G, BlockQ2_0Dev, NT, false>(p),
-            Some(WType::Iq4Nl) => experts::<G, BlockIq4NlDev, NT, false>(p),
-            Some(WType::Q8_0) => experts::<G, BlockQ8_0, NT, false>(p),
-            _ => {}
-        }
-    }
-}
-
-/// [`dispatch`] for the kernels of the Q2_0 shared-d numerics: the down types where a product
-/// is Q2_0 (every down type for a Q2_0 gate/up, else Q2_0 down only; for the other pairs the
-/// variant is MMQ's numerics and the host runs the plain kernels).
-///
-/// # Safety
-/// As `experts`.
-#[inline(always)]
-unsafe fn dispatch_shared_d<G: WeightBlock, const NT: usize>(p: &FusedParams) {
-    if p.nt as usize != NT {
-        return;
-    }
-    let q2_gate_up = G::WTYPE == WType::Q2_0;
-    // SAFETY: forwarded contract; other pairs launch nothing (the host never asks).
-    unsafe {
-        match WType::from_id(p.down_type) {
-            Some(WType::Q2_0) => experts::<G, BlockQ2_0Dev, NT, true>(p),
-            Some(WType::Iq4Nl) if q2_gate_up => experts::<G, BlockIq4NlDev, NT, true>(p),
-            Some(WType::Q8_0) if q2_gate_up => experts::<G, BlockQ8_0, NT, true>(p),
+            Some(WType::Q2_0) => experts::<G, BlockQ2_0Dev, NT, SD>(p),
+            Some(WType::Iq4Nl) if other_down => experts::<G, BlockIq4NlDev, NT, SD>(p),
+            Some(WType::Q8_0) if other_down => experts::<G, BlockQ8_0, NT, SD>(p),
             _ => {}
         }
     }
@@ -224,7 +205,7 @@ macro_rules! fused_kernels {
         #[unsafe(no_mangle)]
         pub unsafe extern "ptx-kernel" fn $fused(p: FusedParams) {
             // SAFETY: forwarded contract.
-            unsafe { dispatch::<$b, 1>(&p) }
+            unsafe { dispatch::<$b, 1, false>(&p) }
         }
 
         /// As the 32-row kernel, with 64-row tiles (NT = 2): a kernel of its own, so that
@@ -235,18 +216,18 @@ macro_rules! fused_kernels {
         #[unsafe(no_mangle)]
         pub unsafe extern "ptx-kernel" fn $wide(p: FusedParams) {
             // SAFETY: forwarded contract.
-            unsafe { dispatch::<$b, 2>(&p) }
+            unsafe { dispatch::<$b, 2, false>(&p) }
         }
 
-        /// The 32-row kernel in the Q2_0 shared-d numerics (its Q2_0 products; see
-        /// `dispatch_shared_d` for the down types it runs).
+        /// The 32-row kernel in the Q2_0 shared-d numerics (its Q2_0 products; see `dispatch`
+        /// for the down types it runs).
         ///
         /// # Safety
         /// As `experts`, with `p.nt` = 1.
         #[unsafe(no_mangle)]
         pub unsafe extern "ptx-kernel" fn $fused_sd(p: FusedParams) {
             // SAFETY: forwarded contract.
-            unsafe { dispatch_shared_d::<$b, 1>(&p) }
+            unsafe { dispatch::<$b, 1, true>(&p) }
         }
 
         /// The 64-row kernel in the Q2_0 shared-d numerics.
@@ -256,7 +237,7 @@ macro_rules! fused_kernels {
         #[unsafe(no_mangle)]
         pub unsafe extern "ptx-kernel" fn $wide_sd(p: FusedParams) {
             // SAFETY: forwarded contract.
-            unsafe { dispatch_shared_d::<$b, 2>(&p) }
+            unsafe { dispatch::<$b, 2, true>(&p) }
         }
     )*};
 }
