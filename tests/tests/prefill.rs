@@ -336,13 +336,13 @@ fn expert_row_counts_at_tile_edges() {
         let mut pfs = pipelines(&gpu, &s, t);
         assert_eq!(
             pfs.len(),
-            20,
+            21,
             "mmq, fused, ws, ws fast, fused prefetching, mmq on its classic kernel, on narrow \
              tiles (SwiGLU in the epilogue; in its own kernel, resident and streamed, and \
              resident in the grid's CTA order), with SwiGLU in the gate/up epilogue (also on \
              64-column tiles in the grid's order, and by cp.async pieces) and in its own kernel, \
-             on flat tiles (both), with the weights evicted from the L2 first (three), and auto \
-             run this shape"
+             on flat tiles (both, and warp specialized), with the weights evicted from the L2 \
+             first (three), and auto run this shape"
         );
         let label = format!(
             "row counts {counts:?} top-{k} {}/{}",

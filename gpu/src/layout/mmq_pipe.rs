@@ -33,6 +33,14 @@ pub const MMQ_PIPE_BAR_BYTES: usize = 8;
 /// Threads that arrive on a pipelined K step's barrier (sm_90): the one that copies the step's
 /// activation blocks.
 pub const MMQ_PIPE_BAR_ARRIVALS: usize = 1;
+/// Threads of a warp-specialized flat CTA (`moe_mmq_flat_ws_<type>`, sm_90): the flat
+/// kernel's [`MMQ_THREADS`] as consumers (they multiply) and one producer warp (it copies and
+/// decodes).
+pub const MMQ_WS_THREADS: usize = MMQ_THREADS + 32;
+/// The register cap of the warp-specialized flat kernels: two CTAs of [`MMQ_WS_THREADS`] per
+/// SM (65,536 registers) need at most 113, allocated 8 at a time: 112 (none spills in ptxas 12.9
+/// but IQ2_XS's kernel, 8 bytes outside its K loop).
+pub const MMQ_WS_MAX_REGISTERS: u32 = 112;
 /// Activation rows (MMQ columns) of a narrow CTA.
 pub const MMQ_NARROW_COLS: usize = 16;
 
@@ -170,6 +178,18 @@ impl MmqPipeSmem {
     /// weight stages.
     pub const fn epilogue(&self) -> usize {
         if self.tile_bytes == 0 { 0 } else { self.tiles }
+    }
+
+    /// The warp-specialized flat kernel's barriers (`moe_mmq_flat_ws_<type>`): after the
+    /// layout, 8-byte aligned, `full[0]`, `full[1]`, `empty[0]`, `empty[1]` (8 bytes each;
+    /// gpu/src/moe/mmq/pipe/ws.rs).
+    pub const fn ws_bars(&self) -> usize {
+        self.total.next_multiple_of(MMQ_PIPE_BAR_BYTES)
+    }
+
+    /// Shared-memory bytes of the warp-specialized flat kernel: the layout and its barriers.
+    pub const fn ws_total(&self) -> usize {
+        self.ws_bars() + 4 * MMQ_PIPE_BAR_BYTES
     }
 
     /// Offset of activation buffer `i`'s empty barrier (a shape that decodes into registers).

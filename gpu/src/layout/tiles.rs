@@ -1,7 +1,7 @@
 //! Every tile size, thread count and shared-memory layout the kernels and their launchers share:
 //! quantization blocks, the MMQ products, scatter and combine, the fused expert path.
 
-use super::{MMQ_BLOCK_VALUES, Q8_1_MMQ_BYTES, WType};
+use super::{MMQ_BLOCK_VALUES, MMQ_WS_MAX_REGISTERS, Q8_1_MMQ_BYTES, WType};
 
 /// Threads of one `scatter_quantize` CUDA block (and the most a `swiglu_f32` / `quantize`
 /// block has, see [`quant_block_warps`]): one block per row, 8 warps; warp w handles the
@@ -58,7 +58,7 @@ macro_rules! mma_register_caps {
         $narrow:ident, $pipe_sw:ident, $narrow_sw:ident, $flat:ident, $flat_sw:ident,
         $c16:ident, $c32:ident, $c64:ident,
         $fast16:ident, $fast32:ident, $resident:ident,
-        $narrow_tma:ident, $fused_sd:ident, $wide_sd:ident)),* $(,)?) => {
+        $narrow_tma:ident, $fused_sd:ident, $wide_sd:ident, $flat_ws:ident)),* $(,)?) => {
         (
             &[
                 SWIGLU_QUANT_CAP,
@@ -69,7 +69,8 @@ macro_rules! mma_register_caps {
                 (stringify!($flat_sw), MMQ_PIPE_MAX_REGISTERS),
                 (stringify!($narrow_sw), MMQ_NARROW_MAX_REGISTERS)),*
             ],
-            &[$((stringify!($resident), MMQ_NARROW_MAX_REGISTERS)),*],
+            &[$((stringify!($resident), MMQ_NARROW_MAX_REGISTERS),
+                (stringify!($flat_ws), MMQ_WS_MAX_REGISTERS)),*],
         )
     };
 }
@@ -81,7 +82,8 @@ const MMA_CAPS: (Caps, Caps) = crate::for_each_format!(mma_register_caps);
 /// module but sm_60's): the builder's caps for those modules.
 pub const MAX_REGISTERS_MMA: &[(&str, u32)] = MMA_CAPS.0;
 /// The caps of the kernels that only the modules with bulk copies hold (sm_90: the narrow MMQ
-/// kernel's resident form, three CTAs per SM as the narrow one), besides
+/// kernel's resident form, three CTAs per SM as the narrow one; the warp-specialized flat
+/// kernel, two CTAs of `MMQ_WS_THREADS` per SM), besides
 /// [`MAX_REGISTERS_MMA`].
 pub const MAX_REGISTERS_RESIDENT: &[(&str, u32)] = MMA_CAPS.1;
 /// Values one thread loads and quantizes per chunk.

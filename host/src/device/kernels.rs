@@ -86,6 +86,8 @@ pub struct FormatKernels {
     /// `moe_mmq_narrow_tma_<wtype>`: the narrow shape built with tensor copies only (sm_90
     /// modules only)
     mmq_narrow_tma: Option<CudaFunction>,
+    /// `moe_mmq_flat_ws_<wtype>`: the flat shape warp specialized (sm_90 modules only)
+    mmq_flat_ws: Option<CudaFunction>,
     /// `moe_mmq_pipe_swiglu_<wtype>`, `moe_mmq_narrow_swiglu_<wtype>`: both as the gate/up
     /// product with the SwiGLU + q8_1 epilogue (H out instead of gate and up)
     mmq_swiglu: [Option<CudaFunction>; 2],
@@ -105,10 +107,11 @@ pub struct FormatKernels {
 }
 
 /// Kernels per weight format.
-pub const FORMAT_KERNELS: usize = 19;
-/// The last `BULK_KERNELS` of a format's kernels (the narrow MMQ product's resident form and its
-/// form with tensor copies) are in the modules with bulk copies only (`ptx::has_bulk`: sm_90).
-pub const BULK_KERNELS: usize = 2;
+pub const FORMAT_KERNELS: usize = 20;
+/// The last `BULK_KERNELS` of a format's kernels (the narrow MMQ product's resident form, its
+/// form with tensor copies and the flat product warp specialized) are in the modules with bulk
+/// copies only (`ptx::has_bulk`: sm_90).
+pub const BULK_KERNELS: usize = 3;
 /// The first `MMA_KERNELS` of a format's kernels (`format_kernel_names`) are its tensor-core
 /// ones (MMQ gate/up and down, fused, fused_wide, the pipelined MMQ, wide and narrow, both
 /// with the SwiGLU epilogue, the flat one with and without it, and the fused ones in the Q2_0
@@ -167,8 +170,18 @@ impl FormatKernels {
     pub fn mmq_narrow_tma(&self) -> Result<(&CudaFunction, &'static str)> {
         self.bulk(
             &self.mmq_narrow_tma,
-            FORMAT_KERNELS - 1,
+            FORMAT_KERNELS - 2,
             "tensor copies need bulk copies",
+        )
+    }
+
+    /// `moe_mmq_flat_ws_<wtype>` with its name; `Error::Unsupported` when the loaded module has
+    /// none (below sm_90: `ptx::has_bulk`).
+    pub fn mmq_flat_ws(&self) -> Result<(&CudaFunction, &'static str)> {
+        self.bulk(
+            &self.mmq_flat_ws,
+            FORMAT_KERNELS - 1,
+            "the warp-specialized flat kernel needs transaction barriers",
         )
     }
 
@@ -242,7 +255,7 @@ macro_rules! format_table {
     ($(($w:ident, $b:ident, $gate_up:ident, $down:ident, $fused:ident, $wide:ident,
         $pipe:ident, $narrow:ident, $pipe_sw:ident, $narrow_sw:ident, $flat:ident,
         $flat_sw:ident, $c16:ident, $c32:ident, $c64:ident, $fast16:ident, $fast32:ident, $resident:ident,
-        $narrow_tma:ident, $fused_sd:ident, $wide_sd:ident)),* $(,)?) => {
+        $narrow_tma:ident, $fused_sd:ident, $wide_sd:ident, $flat_ws:ident)),* $(,)?) => {
         /// Names of the per-format kernels, in list order.
         const FORMAT_KERNEL_NAMES: &[&str] = &[$(
             stringify!($gate_up), stringify!($down), stringify!($fused), stringify!($wide),
@@ -251,7 +264,7 @@ macro_rules! format_table {
             stringify!($c16), stringify!($c32), stringify!($c64),
             stringify!($fast16),
             stringify!($fast32),
-            stringify!($resident), stringify!($narrow_tma)
+            stringify!($resident), stringify!($narrow_tma), stringify!($flat_ws)
         ),*];
 
         /// The kernel names of format `w` (exhaustive: a type without a row does not compile).
@@ -265,7 +278,7 @@ macro_rules! format_table {
                     stringify!($c16), stringify!($c32),
                     stringify!($c64),
                     stringify!($fast16), stringify!($fast32), stringify!($resident),
-                    stringify!($narrow_tma)
+                    stringify!($narrow_tma), stringify!($flat_ws)
                 ],)*
             }
         }
@@ -298,6 +311,7 @@ macro_rules! format_table {
                 mmq_narrow: mma(stringify!($narrow))?,
                 mmq_resident: bulk(stringify!($resident))?,
                 mmq_narrow_tma: bulk(stringify!($narrow_tma))?,
+                mmq_flat_ws: bulk(stringify!($flat_ws))?,
                 mmq_swiglu: [mma(stringify!($pipe_sw))?, mma(stringify!($narrow_sw))?],
                 mmq_flat: [mma(stringify!($flat))?, mma(stringify!($flat_sw))?],
                 ws: [
@@ -329,7 +343,7 @@ pub fn kernel_names() -> Vec<&'static str> {
 
 /// Names of the kernels the module of PTX target `arch` holds and the host resolves from it:
 /// all of [`kernel_names`] from sm_90 on, all but the bulk-copy ones (the last [`BULK_KERNELS`]
-/// of each format's: the resident and tensor-copy MMQ ones) from sm_75, and below that neither those nor the MMQ and fused ones
+/// of each format's: the resident, tensor-copy and warp-specialized MMQ ones) from sm_75, and below that neither those nor the MMQ and fused ones
 /// (tests/tests/ptx.rs checks each module has exactly these of [`kernel_names`]).
 pub fn kernel_names_in(arch: u32) -> Vec<&'static str> {
     let skip = if ptx::has_mma(arch) { 0 } else { MMA_KERNELS };
@@ -389,7 +403,8 @@ mod tests {
                 "moe_ws_q2_0_c16_fast",
                 "moe_ws_q2_0_c32_fast",
                 "moe_mmq_resident_q2_0",
-                "moe_mmq_narrow_tma_q2_0"
+                "moe_mmq_narrow_tma_q2_0",
+                "moe_mmq_flat_ws_q2_0"
             ]
         );
     }

@@ -4,7 +4,7 @@
 use gpu::layout::{MAX_EXPERTS, WType};
 use host::device::Gpu;
 use host::moe::expert::fused::FusedPlan;
-use host::moe::expert::mmq::{MmqChoice, MmqKernel, MmqOrder, MmqTma, MmqWeightL2};
+use host::moe::expert::mmq::{MmqChoice, MmqFlatWs, MmqKernel, MmqOrder, MmqTma, MmqWeightL2};
 use host::moe::expert::split::{Product, SplitOptions, SwigluAt};
 use host::moe::expert::ws::WsOptions;
 use host::moe::layer::DeviceLayer;
@@ -175,6 +175,7 @@ pub fn pipelines(gpu: &Gpu, s: &MoeShape, cap: usize) -> Vec<Prefill> {
                 order,
                 tma: MmqTma::Auto,
                 weight_l2: MmqWeightL2::Normal,
+                flat_ws: MmqFlatWs::Off,
                 swiglu,
             };
             let pf = split_pipeline(gpu, s, cap, [Product::Mmq; 2], o);
@@ -192,6 +193,22 @@ pub fn pipelines(gpu: &Gpu, s: &MoeShape, cap: usize) -> Vec<Prefill> {
         let pf = split_pipeline(gpu, s, cap, [Product::Mmq; 2], o);
         assert!(
             pf.describe().contains("no tensor copies"),
+            "{}",
+            pf.describe()
+        );
+        pfs.push(pf);
+        // The flat kernels without the epilogue warp specialized (`MOE_MMQ_FLAT_WS=on`; sm_90
+        // modules): gate/up with SwiGLU in its own kernel, and down.
+        let o = SplitOptions {
+            mmq: MmqChoice::Flat,
+            swiglu: SwigluAt::Kernel,
+            flat_ws: MmqFlatWs::On,
+            ..SplitOptions::default()
+        };
+        let pf = split_pipeline(gpu, s, cap, [Product::Mmq; 2], o);
+        assert_eq!(
+            pf.describe().contains("flat kernels warp specialized"),
+            host::ptx::has_bulk(gpu.info.ptx_arch),
             "{}",
             pf.describe()
         );

@@ -196,7 +196,7 @@ macro_rules! fused_kernels {
     ($(($w:ident, $b:ident, $gate_up:ident, $down:ident, $fused:ident, $wide:ident,
         $pipe:ident, $narrow:ident, $pipe_sw:ident, $narrow_sw:ident, $flat:ident,
         $flat_sw:ident, $c16:ident, $c32:ident, $c64:ident, $fast16:ident, $fast32:ident,
-        $resident:ident, $narrow_tma:ident, $fused_sd:ident, $wide_sd:ident)),* $(,)?) => {$(
+        $resident:ident, $narrow_tma:ident, $fused_sd:ident, $wide_sd:ident, $flat_ws:ident)),* $(,)?) => {$(
         /// The fused expert path with this gate/up type, 32-row tiles (NT = 1); the down type
         /// (Q2_0, IQ4_NL or Q8_0) is `p.down_type`. See the module doc.
         ///

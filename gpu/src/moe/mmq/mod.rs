@@ -255,7 +255,7 @@ macro_rules! mmq_kernels {
     ($(($w:ident, $b:ident, $gate_up:ident, $down:ident, $fused:ident, $wide:ident,
         $pipe:ident, $narrow:ident, $pipe_sw:ident, $narrow_sw:ident, $flat:ident,
         $flat_sw:ident, $c16:ident, $c32:ident, $c64:ident, $fast16:ident, $fast32:ident, $resident:ident,
-        $narrow_tma:ident, $fused_sd:ident, $wide_sd:ident)),* $(,)?) => {$(
+        $narrow_tma:ident, $fused_sd:ident, $wide_sd:ident, $flat_ws:ident)),* $(,)?) => {$(
         /// MMQ gate/up product for one weight format; see the module doc.
         ///
         /// # Safety
@@ -309,6 +309,19 @@ macro_rules! mmq_kernels {
         pub unsafe extern "ptx-kernel" fn $resident(p: MmqParams) {
             // SAFETY: forwarded contract.
             unsafe { pipe::mmq_resident::<$b>(&p) }
+        }
+
+        /// The flat MMQ product (either product, no epilogue) warp specialized (sm_90 modules:
+        /// 8 warps multiply, a ninth copies and decodes) for one weight format; see
+        /// gpu/src/moe/mmq/pipe/ws.rs.
+        ///
+        /// # Safety
+        /// As `pipe::mmq_flat_ws`.
+        #[cfg(gpu_sm90)]
+        #[unsafe(no_mangle)]
+        pub unsafe extern "ptx-kernel" fn $flat_ws(p: MmqParams) {
+            // SAFETY: forwarded contract.
+            unsafe { pipe::mmq_flat_ws::<$b>(&p) }
         }
 
         /// The narrow pipelined MMQ product built with tensor copies only (sm_90 modules: each

@@ -68,7 +68,7 @@ macro_rules! ws_kernels {
     ($(($w:ident, $b:ident, $gate_up:ident, $down:ident, $fused:ident, $wide:ident,
         $pipe:ident, $narrow:ident, $pipe_sw:ident, $narrow_sw:ident, $flat:ident,
         $flat_sw:ident, $c16:ident, $c32:ident, $c64:ident, $fast16:ident, $fast32:ident, $resident:ident,
-        $narrow_tma:ident, $fused_sd:ident, $wide_sd:ident)),* $(,)?) => {$(
+        $narrow_tma:ident, $fused_sd:ident, $wide_sd:ident, $flat_ws:ident)),* $(,)?) => {$(
         /// Weight-stationary product, 16-row tiles; see the module doc.
         ///
         /// # Safety

@@ -27,6 +27,7 @@ use crate::ptx;
 
 mod bounds;
 mod choice;
+mod flat_ws;
 mod order;
 mod tma;
 mod weight_l2;
@@ -36,6 +37,7 @@ pub use bounds::{
     gate_up_narrow_max_rows, narrow_resident_max_rows,
 };
 pub use choice::{MMQ_KERNEL_VAR, MmqChoice};
+pub use flat_ws::{MMQ_FLAT_WS_VAR, MmqFlatWs};
 pub use order::{MMQ_ORDER_VAR, MmqOrder};
 pub use tma::{MMQ_TMA_VAR, MmqTma};
 pub use weight_l2::{MMQ_WEIGHT_L2_VAR, MmqWeightL2};
@@ -94,6 +96,12 @@ impl MmqKernel {
             .then_some(MmqKernel::Flat { smem: sm.total })
     }
 
+    /// Shared-memory bytes of the warp-specialized flat kernel of `w` (`moe_mmq_flat_ws_<type>`:
+    /// the flat layout and its four barriers, `MmqPipeSmem::ws_total`).
+    pub fn flat_ws_smem(w: WType) -> usize {
+        MmqPipeSmem::of(w, MmqPipeShape::Flat).ws_total()
+    }
+
     pub fn smem(self) -> usize {
         match self {
             MmqKernel::Classic => MMQ_SMEM_BYTES,
@@ -124,7 +132,9 @@ impl MmqKernel {
     /// (the classic one needs no opt-in); with the narrow kernel, its resident form
     /// (`moe_mmq_resident_<type>`) into `resident` bytes where that is not 0
     /// (`MmqKernels::resident_smem`), and its instance with tensor copies
-    /// (`moe_mmq_narrow_tma_<type>`) where the module has it.
+    /// (`moe_mmq_narrow_tma_<type>`) where the module has it; with the flat kernel, its warp
+    /// specialized form (`moe_mmq_flat_ws_<type>`, [`MmqKernel::flat_ws_smem`]) where the module
+    /// has it.
     pub fn prepare(self, k: &FormatKernels, resident: usize) -> Result<()> {
         let (fs, smem) = match self {
             MmqKernel::Classic => return Ok(()),
@@ -150,6 +160,11 @@ impl MmqKernel {
             if let Ok((f, _)) = k.mmq_narrow_tma() {
                 opt_in(f, smem)?;
             }
+        }
+        if matches!(self, MmqKernel::Flat { .. })
+            && let Ok((f, _)) = k.mmq_flat_ws()
+        {
+            opt_in(f, Self::flat_ws_smem(k.wtype))?;
         }
         Ok(())
     }

@@ -3,7 +3,7 @@
 
 use crate::env;
 use crate::error::Result;
-use crate::moe::expert::mmq::{self, MmqChoice, MmqOrder, MmqTma, MmqWeightL2};
+use crate::moe::expert::mmq::{self, MmqChoice, MmqFlatWs, MmqOrder, MmqTma, MmqWeightL2};
 use crate::moe::expert::ws::{self, WsOptions};
 use crate::moe::path::ExpertPath;
 use crate::problem::MoeShape;
@@ -41,7 +41,8 @@ impl SplitChoice {
 }
 
 /// How a split plan's products run: the weight-stationary options, the MMQ kernel choice, its
-/// CTAs' order, tensor copies and weights' L2 priority, and where SwiGLU + q8_1 runs.
+/// CTAs' order, tensor copies, weights' L2 priority and flat kernels' form, and where
+/// SwiGLU + q8_1 runs.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct SplitOptions {
     pub ws: WsOptions,
@@ -49,12 +50,13 @@ pub struct SplitOptions {
     pub order: MmqOrder,
     pub tma: MmqTma,
     pub weight_l2: MmqWeightL2,
+    pub flat_ws: MmqFlatWs,
     pub swiglu: SwigluAt,
 }
 
 impl SplitOptions {
     /// From the environment (`MOE_WS_FAST`, `MOE_WS_COLS`, `MOE_MMQ_KERNEL`, `MOE_MMQ_ORDER`,
-    /// `MOE_MMQ_TMA`, `MOE_MMQ_WEIGHT_L2`, `MOE_SWIGLU`).
+    /// `MOE_MMQ_TMA`, `MOE_MMQ_WEIGHT_L2`, `MOE_MMQ_FLAT_WS`, `MOE_SWIGLU`).
     pub fn from_env() -> Result<SplitOptions> {
         Ok(SplitOptions {
             ws: WsOptions::from_env(),
@@ -62,6 +64,7 @@ impl SplitOptions {
             order: MmqOrder::from_env()?,
             tma: MmqTma::from_env()?,
             weight_l2: MmqWeightL2::from_env()?,
+            flat_ws: MmqFlatWs::from_env()?,
             swiglu: SwigluAt::from_env()?,
         })
     }

@@ -19,7 +19,7 @@ use super::{
 };
 use crate::device::Gpu;
 use crate::error::Result;
-use crate::moe::expert::mmq::{MmqKernel, MmqKernels, MmqOrder, MmqTma, MmqWeightL2};
+use crate::moe::expert::mmq::{MmqFlatWs, MmqKernel, MmqKernels, MmqOrder, MmqTma, MmqWeightL2};
 use crate::moe::expert::mmq_lists::MmqLists;
 use crate::moe::expert::tiles::TileRepr;
 use crate::moe::expert::ws::{self, WsOptions};
@@ -54,6 +54,8 @@ pub struct SplitPlan {
     /// The L2 priority of the narrow, tall and resident MMQ kernels' weight copies
     /// (`MmqParams::weight_l2`).
     mmq_weight_l2: MmqWeightL2,
+    /// The flat kernels without the epilogue warp specialized (sm_90 modules only).
+    mmq_flat_ws: MmqFlatWs,
     /// The shared memory of each product's resident form where the last launch ran it (its
     /// layout's `MmqResidentSmem::total`), else 0.
     resident_smem: [usize; 2],
@@ -134,6 +136,11 @@ impl SplitPlan {
                 opts.weight_l2
             } else {
                 MmqWeightL2::Normal
+            },
+            mmq_flat_ws: if crate::ptx::has_bulk(gpu.info.ptx_arch) {
+                opts.flat_ws
+            } else {
+                MmqFlatWs::Off
             },
             swiglu: opts.swiglu,
             run_rows: rows,
@@ -298,6 +305,15 @@ impl ExpertPlan for SplitPlan {
         }
         if self.mmq_weight_l2 == MmqWeightL2::First && self.products.contains(&Product::Mmq) {
             swiglu += "; weights evicted from the L2 first";
+        }
+        if self.mmq_flat_ws == MmqFlatWs::On
+            && self
+                .mmq_kernels
+                .iter()
+                .zip(self.products)
+                .any(|(k, p)| p == Product::Mmq && matches!(k, MmqKernel::Flat { .. }))
+        {
+            swiglu += "; flat kernels warp specialized";
         }
         if a == b {
             format!("{a} per product; {swiglu}")

@@ -38,6 +38,10 @@
 //!   warp multiplies, and a K loop without CTA barriers (the down product at the reference
 //!   shape).
 //!
+//! - Warp-specialized flat form (sm_90: the flat kernel without the epilogue as a kernel of its
+//!   own, `moe_mmq_flat_ws_<type>`, ws.rs): 8 warps multiply, a ninth copies and decodes, the
+//!   decoded tiles handed over on `mbarrier`s (opt-in on the host: `MOE_MMQ_FLAT_WS=on`).
+//!
 //! - SwiGLU epilogue (`moe_mmq_(pipe|narrow)_swiglu_<type>`, gate/up only; swiglu.rs): the tile's
 //!   rows are gate and up rows of the same 64 features, interleaved by 8 (`Cta::row_addr`), so
 //!   each lane holds gate and up of its outputs and the CTA writes H = q8_1(swiglu(gate, up))
@@ -55,9 +59,13 @@ mod regs;
 mod resident;
 mod swiglu;
 mod tiles;
+#[cfg(gpu_sm90)]
+mod ws;
 
 #[cfg(gpu_sm90)]
 pub use resident::mmq_resident;
+#[cfg(gpu_sm90)]
+pub use ws::mmq_flat_ws;
 
 use cta::{Cta, weight_row};
 

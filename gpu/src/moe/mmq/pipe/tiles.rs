@@ -99,7 +99,7 @@ unsafe fn decode<B: WeightBlock>(c: &Cta, j: u32) {
 /// # Safety
 /// The decoded tile and the step's activation blocks are written and visible.
 #[inline(always)]
-unsafe fn product<B: WeightBlock>(c: &Cta, j: u32, acc: &mut [[[f32; 4]; 4]; 2]) {
+pub(super) unsafe fn product<B: WeightBlock>(c: &Cta, j: u32, acc: &mut [[[f32; 4]; 4]; 2]) {
     let nt = c.shape.nt() as u32;
     let wn = tid_x() / 32 / c.shape.warps_m() as u32;
     // The warp's live 8-column tiles (warp-uniform), each count its own code without per-tile
@@ -275,4 +275,96 @@ pub(super) unsafe fn k_loop<B: WeightBlock>(
             unsafe { decode::<B>(c, jn) };
         }
     }
+}
+
+/// The warp-specialized kernel's decode (ws.rs): [`decode`]'s weight part for a shape of one
+/// group a thread (flat), split into its reads ...
+///
+/// # Safety
+/// As [`decode`].
+#[inline(always)]
+pub(super) unsafe fn decode_read<B: WeightBlock>(
+    c: &Cta,
+    j: u32,
+    tid: u32,
+) -> ([u32; 8], [f32; 2]) {
+    let sub = c.shape.stage_steps(B::WTYPE) as u32;
+    let srb = c.shape.stage_row_bytes(B::WTYPE) as u64;
+    let tpr = MMQ_THREADS as u32 / c.shape.rows() as u32;
+    let r = tid / tpr;
+    let row = c.stage_row(r, j, sub, srb, MmqTmaMap::box_bytes(B::WTYPE) as u32);
+    let bv = B::WTYPE.block_values() as u32;
+    let g = tid % tpr;
+    let v = (j % sub) * MMQ_KSTEP as u32 + g * 32;
+    // SAFETY: as in `decode`.
+    let blk =
+        unsafe { SharedTables::at(row + (v / bv) * size_of::<B>() as u32, c.tables(), B::WTYPE) };
+    let gi = ((v % bv) / 32) as usize;
+    (B::group_q_in(blk, gi), B::group_scales_in(blk, gi))
+}
+
+/// ... and its stores.
+///
+/// # Safety
+/// As [`decode`].
+#[inline(always)]
+pub(super) unsafe fn decode_store<B: WeightBlock>(
+    c: &Cta,
+    j: u32,
+    tid: u32,
+    q: [u32; 8],
+    s: [f32; 2],
+) {
+    let tpr = MMQ_THREADS as u32 / c.shape.rows() as u32;
+    let r = tid / tpr;
+    let rs = c.shape.row_slot(r as usize) as u32;
+    // SAFETY: r < rows, g < 4 (the contract).
+    unsafe { store_group::<B>(c, c.decoded(j), r, rs, tid % tpr, q, s) }
+}
+
+/// Stores group `g` of tile row `r` (its scale slot `rs`, `MmqPipeShape::row_slot`) into the
+/// decoded tile at `dst`: its 32 int8 values and its scale (two, 16-value scale types).
+/// ([`decode`]'s own stores stay its closure: called from there, this function changed ptxas's
+/// K loops of the pipelined kernels by 1 to 4 instructions, which no GPU has measured.)
+///
+/// # Safety
+/// `r` < the shape's rows, `g` < 4, `dst` a decoded tile no warp reads.
+#[inline(always)]
+unsafe fn store_group<B: WeightBlock>(
+    c: &Cta,
+    dst: u32,
+    r: u32,
+    rs: u32,
+    g: u32,
+    q: [u32; 8],
+    s: [f32; 2],
+) {
+    let rows = c.shape.rows() as u32;
+    let sixteen = B::WTYPE.scale_values() == 16;
+    let a = dst + r * ROW + g * 32;
+    let halves = if sixteen { 2 } else { 1 };
+    let sa = dst + c.sm.wscales as u32 + (g * halves * rows + rs) * 4;
+    // SAFETY: r < rows, g < 4: inside the tile and its scale array (the contract).
+    unsafe {
+        st_shared_v4(a, [q[0], q[1], q[2], q[3]]);
+        st_shared_v4(a + 16, [q[4], q[5], q[6], q[7]]);
+        st_shared_u32(sa, s[0].to_bits());
+        if sixteen {
+            st_shared_u32(sa + 4 * rows, s[1].to_bits());
+        }
+    }
+}
+
+/// The warp-specialized kernel's decode (ws.rs): the source and destination of [`decode`]'s
+/// activation scale `i`
+/// (`i < 4 cols`).
+#[inline(always)]
+pub(super) fn xscale_at(c: &Cta, j: u32, i: u32) -> (u32, u32) {
+    let cols = c.shape.cols() as u32;
+    let (g, col) = (i / cols, i % cols);
+    let slot = c.shape.col_slot(col as usize) as u32;
+    (
+        c.acts(j) + col * ROW + g * 4,
+        c.decoded(j) + c.sm.xscales as u32 + (g * cols + slot) * 4,
+    )
 }

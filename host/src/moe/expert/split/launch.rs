@@ -3,14 +3,14 @@
 
 use cudarc::driver::{CudaFunction, LaunchConfig, PushKernelArg};
 use gpu::layout::{
-    MMQ_ROWS, MMQ_THREADS, MmqParams, MmqResidentSmem, WS_COLS, WS_ROWS, WS_THREADS, WType,
-    resident_row_tiles, ws_smem_bytes,
+    MMQ_ROWS, MMQ_THREADS, MMQ_WS_THREADS, MmqParams, MmqResidentSmem, WS_COLS, WS_ROWS,
+    WS_THREADS, WType, resident_row_tiles, ws_smem_bytes,
 };
 
 use super::{Product, SplitPlan};
 use crate::device::{Gpu, KArg, dptr};
 use crate::error::{DriverOp, Result};
-use crate::moe::expert::mmq::MmqKernel;
+use crate::moe::expert::mmq::{MmqFlatWs, MmqKernel};
 use crate::moe::expert::{ExpertIo, check_rows, ws};
 use crate::moe::layer::DeviceLayer;
 use crate::moe::swiglu_quant::SwigluQuantPlan;
@@ -185,14 +185,29 @@ impl SplitPlan {
         let own;
         let w = [self.shape.gate_up_type, self.shape.down_type][which];
         let narrow = matches!(self.mmq_kernels[which], MmqKernel::Narrow { .. });
+        let k = gpu.kernels.format(w)?;
+        // The flat kernel without the epilogue in its warp-specialized form
+        // (`moe_mmq_flat_ws_<type>`) where the plan takes it (sm_90 modules).
+        let flat_ws = prod == Product::Mmq
+            && self.mmq_flat_ws == MmqFlatWs::On
+            && matches!(self.mmq_kernels[which], MmqKernel::Flat { .. })
+            && name == k.mmq_flat(false)?.1;
         let (func, name) = if prod == Product::Mmq && p.resident > 0 {
-            own = gpu.kernels.format(w)?.mmq_resident()?;
+            own = k.mmq_resident()?;
             (own.0, own.1)
         } else if prod == Product::Mmq && narrow && p.wmap0 != 0 {
-            own = gpu.kernels.format(w)?.mmq_narrow_tma()?;
+            own = k.mmq_narrow_tma()?;
+            (own.0, own.1)
+        } else if flat_ws {
+            own = k.mmq_flat_ws()?;
             (own.0, own.1)
         } else {
             (func, name)
+        };
+        let (threads, smem) = if flat_ws {
+            (MMQ_WS_THREADS, MmqKernel::flat_ws_smem(w))
+        } else {
+            (threads, smem)
         };
         let cfg = LaunchConfig {
             // (The resident form's last CTA of a column may run fewer row tiles.)

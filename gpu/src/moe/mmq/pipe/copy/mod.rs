@@ -55,6 +55,11 @@ use crate::ptx::{cp_async_16, cp_async_commit, cp_async_wait, sync_threads, tid_
 /// The thread that issues the activations' bulk copy (sm_90): the first of the second half.
 #[cfg(gpu_sm90)]
 const ACTS_THREAD: u32 = (MMQ_THREADS / 2) as u32;
+/// [`ACTS_THREAD`] where every thread copies ([`issue`]); below sm_90 no thread copies them so.
+#[cfg(gpu_sm90)]
+const ACTS_THREAD_ALL: u32 = ACTS_THREAD;
+#[cfg(not(gpu_sm90))]
+const ACTS_THREAD_ALL: u32 = u32::MAX;
 
 /// The L2 cache policy of the weights' copies (sm_90, `MmqParams::weight_l2`): their lines
 /// evicted first, or at the normal priority. Through `ptx::warp_uniform`, so that ptxas keeps it
@@ -185,8 +190,23 @@ fn empty(c: &Cta, i: u32) -> u32 {
 /// `x` holds the tile's columns.
 #[inline(always)]
 pub(super) unsafe fn issue<B: WeightBlock>(p: &MmqParams, c: &Cta, j: u32) {
-    const THREADS: u32 = MMQ_THREADS as u32;
-    let tid = tid_x();
+    // SAFETY: forwarded contract.
+    unsafe { issue_by::<B, { MMQ_THREADS as u32 }, ACTS_THREAD_ALL>(p, c, j, tid_x()) }
+}
+
+/// [`issue`] by `THREADS` threads of which this is `tid`, `ACTS` the one that copies the
+/// activations (sm_90): the CTA's threads, or the warp-specialized kernel's producer warp
+/// (ws.rs). Const parameters, so that the CTA's form compiles as it did before the other.
+///
+/// # Safety
+/// As [`issue`], every one of the `THREADS` threads calling it.
+#[inline(always)]
+pub(super) unsafe fn issue_by<B: WeightBlock, const THREADS: u32, const ACTS: u32>(
+    p: &MmqParams,
+    c: &Cta,
+    j: u32,
+    tid: u32,
+) {
     let sub = c.shape.stage_steps(B::WTYPE) as u32;
     if j % sub == 0 && !c.tma {
         let buf = c.raw(j, sub);
@@ -207,7 +227,7 @@ pub(super) unsafe fn issue<B: WeightBlock>(p: &MmqParams, c: &Cta, j: u32) {
         }
     }
     #[cfg(gpu_sm90)]
-    if tid == ACTS_THREAD {
+    if tid == ACTS {
         let b = bar(c, j % c.sm.na as u32);
         let first = j as u64 * p.n_cols_x as u64 + c.tile.col_start as u64;
         let bytes = c.tile.n_cols * Q8_1_MMQ_BYTES as u32;
@@ -289,4 +309,17 @@ pub(super) unsafe fn wait(c: &Cta, j: u32, ahead: u32) {
     }
     #[cfg(not(gpu_sm90))]
     let _ = (c, j);
+}
+
+/// Waits for K step `j`'s activation barrier phase only (sm_90): its bulk-copied blocks are
+/// then visible to this thread.
+///
+/// # Safety
+/// Step `j` was issued and its phase is the barrier's current or last completed one.
+#[cfg(gpu_sm90)]
+#[inline(always)]
+pub(super) unsafe fn wait_acts(c: &Cta, j: u32) {
+    let na = c.sm.na as u32;
+    // SAFETY: the caller's contract.
+    unsafe { mbar_wait(bar(c, j % na), (j / na) % 2) };
 }
