@@ -75,8 +75,13 @@ pub unsafe fn mmq_flat_ws<B: WeightBlock>(p: &MmqParams) {
     }
     // SAFETY: every thread, before any copy.
     unsafe { copy::setup(&c) };
-    // SAFETY: every thread; the type's layout. Visible after the K loop's first barrier.
-    unsafe { c.copy_tables(B::WTYPE) };
+    // The consumers' threads copy the tables, as the flat kernel's threads (`copy_tables`
+    // strides by `MMQ_THREADS`: with the producer's lanes too, two threads would write a word).
+    if tid_x() < MMQ_THREADS as u32 {
+        // SAFETY: the flat kernel's threads; the type's layout. Visible after the K loop's
+        // first barrier.
+        unsafe { c.copy_tables(B::WTYPE) };
+    }
     let nk = p.k / MMQ_KSTEP as u32;
     let mut acc = [[[0.0f32; 4]; 4]; 2];
     // SAFETY: every thread, nothing issued; the flat layout with its barriers past it.
