@@ -157,8 +157,9 @@ unsafe fn k_loop<B: WeightBlock>(
             // SAFETY: step j issued by this warp; `lead` groups closed after it.
             unsafe { copy::wait(c, j, lead) };
             sync_warp();
-            // SAFETY: step j's bytes visible to the warp; tile j % 2 free (above). Loads of
-            // four (eight) items before their stores, so their latencies overlap.
+            // SAFETY: step j's bytes visible to the warp; tile j % 2 free (above). The loads of
+            // two groups (eight activation scales) before their stores, so that their latencies
+            // overlap. (A column past the tile's count copies a stale scale, as in `decode`.)
             unsafe {
                 for h in 0..4u32 {
                     let mut qs = [([0u32; 8], [0.0f32; 2]); 2];
