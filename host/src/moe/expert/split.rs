@@ -166,6 +166,16 @@ impl SplitPlan {
             && self.shape.ffn.is_multiple_of(MMQ_BLOCK_VALUES)
     }
 
+    /// Whether product `which` (0 gate/up, 1 down) of the prepared run is the flat MMQ kernel
+    /// without the epilogue in its warp-specialized form (`moe_mmq_flat_ws_<type>`: the plan's
+    /// `MmqFlatWs::On`, sm_90 modules only).
+    fn flat_ws_at(&self, which: usize) -> bool {
+        self.mmq_flat_ws == MmqFlatWs::On
+            && self.products[which] == Product::Mmq
+            && matches!(self.mmq_kernels[which], MmqKernel::Flat { .. })
+            && !(which == 0 && self.epilogue())
+    }
+
     fn lists(&self) -> &MmqLists {
         self.lists
             .as_ref()
@@ -306,13 +316,7 @@ impl ExpertPlan for SplitPlan {
         if self.mmq_weight_l2 == MmqWeightL2::First && self.products.contains(&Product::Mmq) {
             swiglu += "; weights evicted from the L2 first";
         }
-        if self.mmq_flat_ws == MmqFlatWs::On
-            && self
-                .mmq_kernels
-                .iter()
-                .zip(self.products)
-                .any(|(k, p)| p == Product::Mmq && matches!(k, MmqKernel::Flat { .. }))
-        {
+        if (0..2).any(|which| self.flat_ws_at(which)) {
             swiglu += "; flat kernels warp specialized";
         }
         if a == b {

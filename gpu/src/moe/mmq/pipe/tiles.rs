@@ -356,8 +356,7 @@ unsafe fn store_group<B: WeightBlock>(
 }
 
 /// The warp-specialized kernel's decode (ws.rs): the source and destination of [`decode`]'s
-/// activation scale `i`
-/// (`i < 4 cols`).
+/// activation scale `i` (`i < 4 cols`).
 #[inline(always)]
 pub(super) fn xscale_at(c: &Cta, j: u32, i: u32) -> (u32, u32) {
     let cols = c.shape.cols() as u32;

@@ -10,7 +10,7 @@ use gpu::layout::{
 use super::{Product, SplitPlan};
 use crate::device::{Gpu, KArg, dptr};
 use crate::error::{DriverOp, Result};
-use crate::moe::expert::mmq::{MmqFlatWs, MmqKernel};
+use crate::moe::expert::mmq::MmqKernel;
 use crate::moe::expert::{ExpertIo, check_rows, ws};
 use crate::moe::layer::DeviceLayer;
 use crate::moe::swiglu_quant::SwigluQuantPlan;
@@ -185,26 +185,17 @@ impl SplitPlan {
         let own;
         let w = [self.shape.gate_up_type, self.shape.down_type][which];
         let narrow = matches!(self.mmq_kernels[which], MmqKernel::Narrow { .. });
-        let k = gpu.kernels.format(w)?;
-        // The flat kernel without the epilogue in its warp-specialized form
-        // (`moe_mmq_flat_ws_<type>`) where the plan takes it (sm_90 modules).
-        let flat_ws = prod == Product::Mmq
-            && self.mmq_flat_ws == MmqFlatWs::On
-            && matches!(self.mmq_kernels[which], MmqKernel::Flat { .. })
-            && name == k.mmq_flat(false)?.1;
         let (func, name) = if prod == Product::Mmq && p.resident > 0 {
-            own = k.mmq_resident()?;
+            own = gpu.kernels.format(w)?.mmq_resident()?;
             (own.0, own.1)
         } else if prod == Product::Mmq && narrow && p.wmap0 != 0 {
-            own = k.mmq_narrow_tma()?;
-            (own.0, own.1)
-        } else if flat_ws {
-            own = k.mmq_flat_ws()?;
+            own = gpu.kernels.format(w)?.mmq_narrow_tma()?;
             (own.0, own.1)
         } else {
             (func, name)
         };
-        let (threads, smem) = if flat_ws {
+        // The warp-specialized flat kernel (`kernel` gave it): its threads and shared memory.
+        let (threads, smem) = if prod == Product::Mmq && self.flat_ws_at(which) {
             (MMQ_WS_THREADS, MmqKernel::flat_ws_smem(w))
         } else {
             (threads, smem)
@@ -239,6 +230,8 @@ impl SplitPlan {
                     kernel
                         .swiglu_function(k)
                         .expect("the epilogue runs on a pipelined kernel")?
+                } else if self.flat_ws_at(which) {
+                    k.mmq_flat_ws()?
                 } else {
                     kernel.function(k, which)?
                 };
