@@ -33,14 +33,21 @@ pub const MMQ_PIPE_BAR_BYTES: usize = 8;
 /// Threads that arrive on a pipelined K step's barrier (sm_90): the one that copies the step's
 /// activation blocks.
 pub const MMQ_PIPE_BAR_ARRIVALS: usize = 1;
-/// Threads of a warp-specialized flat CTA (`moe_mmq_flat_ws_<type>`, sm_90): the flat
-/// kernel's [`MMQ_THREADS`] as consumers (they multiply) and one producer warp (it copies and
-/// decodes).
-pub const MMQ_WS_THREADS: usize = MMQ_THREADS + 32;
+/// Producer warps of a warp-specialized flat CTA (`moe_mmq_flat_ws_<type>`, sm_90): they copy
+/// and decode, each thread `MMQ_THREADS / (32 x this)` of the flat kernel's threads' groups. One
+/// as built; two (a producer on each scheduler where two CTAs share an SM, 96 registers) is the
+/// form to measure against it.
+pub const MMQ_WS_PRODUCER_WARPS: usize = 1;
+/// Threads of a warp-specialized flat CTA: the flat kernel's [`MMQ_THREADS`] as consumers (they
+/// multiply) and [`MMQ_WS_PRODUCER_WARPS`] producer warps.
+pub const MMQ_WS_THREADS: usize = MMQ_THREADS + 32 * MMQ_WS_PRODUCER_WARPS;
+/// Registers of one SM (sm_60 to sm_90).
+pub const SM_REGISTERS: usize = 65_536;
 /// The register cap of the warp-specialized flat kernels: two CTAs of [`MMQ_WS_THREADS`] per
-/// SM (65,536 registers) need at most 113, allocated 8 at a time: 112 (none spills in ptxas 12.9
-/// but IQ2_XS's kernel, 8 bytes outside its K loop).
-pub const MMQ_WS_MAX_REGISTERS: u32 = 112;
+/// SM, allocated 8 at a time: 112 with one producer warp (none spills in ptxas 12.9 but IQ2_XS's
+/// kernel, 8 bytes outside its K loop), 96 with two (16 to 20 bytes each, outside the K loops).
+pub const MMQ_WS_MAX_REGISTERS: u32 = (SM_REGISTERS / (2 * MMQ_WS_THREADS) / 8 * 8) as u32;
+const _: () = assert!(MMQ_THREADS.is_multiple_of(64 * MMQ_WS_PRODUCER_WARPS));
 /// Activation rows (MMQ columns) of a narrow CTA.
 pub const MMQ_NARROW_COLS: usize = 16;
 

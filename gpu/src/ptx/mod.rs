@@ -85,6 +85,20 @@ pub fn sync_threads() {
     unsafe { core::arch::nvptx::_syncthreads() }
 }
 
+/// `bar.sync ID, THREADS` [9.7.13.4]: named barrier `ID` (1 to 15; 0 is [`sync_threads`]'s)
+/// for `THREADS` threads (a multiple of 32), whole warps; they see each other's shared-memory
+/// writes.
+///
+/// # Safety
+/// Exactly `THREADS` threads of the CTA, whole warps, reach it in each use, and no other
+/// barrier of the CTA uses `ID` meanwhile.
+#[inline(always)]
+pub unsafe fn sync_named<const ID: u32, const THREADS: u32>() {
+    const { assert!(ID >= 1 && ID < 16 && THREADS % 32 == 0) };
+    // SAFETY: the caller's contract.
+    unsafe { asm!("bar.sync {i}, {n};", i = const ID, n = const THREADS, options(nostack)) };
+}
+
 /// `ld.global.nc.v4.f32` [9.7.9.8]: 16 bytes through the read-only path.
 ///
 /// # Safety

@@ -7,7 +7,7 @@ use cudarc::driver::sys::CUfunction_attribute as FnAttr;
 use cudarc::driver::{CudaSlice, LaunchConfig, PushKernelArg};
 use gpu::layout::{
     FUSED_COL_UNIT, FUSED_MAX_STAGES, FUSED_MIN_STAGES, FUSED_NT, FUSED_ROWS, FUSED_THREADS,
-    FusedParams, FusedSmem, MMQ_KSTEP, WType, fused_sub_steps,
+    FusedParams, FusedSmem, MMQ_KSTEP, SM_REGISTERS, WType, fused_sub_steps,
 };
 
 use super::{
@@ -163,7 +163,7 @@ impl FusedPlan {
             let regs = f
                 .get_attribute(FnAttr::CU_FUNC_ATTRIBUTE_NUM_REGS)
                 .op("cuFuncGetAttribute (registers)")?;
-            Ok(65_536 / (regs.max(1) as usize * FUSED_THREADS))
+            Ok(SM_REGISTERS / (regs.max(1) as usize * FUSED_THREADS))
         };
         // The kernels of the layer's numerics (the Q2_0 shared-d ones where a product takes
         // that step).

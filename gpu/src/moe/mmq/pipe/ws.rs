@@ -1,39 +1,44 @@
 //! The flat product warp specialized (`moe_mmq_flat_ws_<type>`, sm_90; `pipe::mmq_flat_ws`):
 //! the flat kernel's 8 warps only multiply (the consumers: `tiles::product`, as in the flat
-//! kernel), a ninth warp copies and decodes (the producer: `copy::issue_by`, the weight part of
-//! `tiles::decode` and the activation scales, each lane 8 of the flat kernel's threads' share).
-//! The decoded tiles pass between them on `mbarrier`s (`MmqPipeSmem::ws_bars`): `full[b]`, 32
-//! producer arrivals once tile b is decoded; `empty[b]`, 256 consumer arrivals once tile b and
-//! its step's activation blocks are read; b = j % 2 for K step j. No CTA barrier in the K loop:
-//! the consumers never wait on a decode of their own or on a slower warp's, and the copies'
-//! code runs in one warp instead of eight.
+//! kernel), `MMQ_WS_PRODUCER_WARPS` more warps copy and decode (the producers: `copy::issue_by`,
+//! the weight part of `tiles::decode` and the activation scales, each thread `GROUPS` of the flat
+//! kernel's threads' share: 8 with one producer warp, 4 with two). The decoded tiles pass
+//! between them on `mbarrier`s (`MmqPipeSmem::ws_bars`): `full[b]`, one arrival a producer
+//! thread once tile b is decoded; `empty[b]`, 256 consumer arrivals once tile b and its step's
+//! activation blocks are read; b = j % 2 for K step j. No CTA barrier in the K loop: the
+//! consumers never wait on a decode of their own or on a slower warp's, and the copies' code
+//! runs in one or two warps instead of eight. The producers sync among themselves only
+//! (`sync_producers`: their warp, or named barrier 1 for two warps).
 //!
-//! Schedule (the flat layout's lead, buffers and stages, `MmqPipeSmem::of`): the producer
-//! issues steps `0..lead`, then in iteration j waits for step j - 2's product (`empty`), issues
+//! Schedule (the flat layout's lead, buffers and stages, `MmqPipeSmem::of`): the producers
+//! issue steps `0..lead`, then in iteration j wait for step j - 2's product (`empty`), issue
 //! step j + lead into the buffers step j - 2 held (`lead + 2` activation buffers; a weight stage
-//! is free once decoded, as in the flat kernel), waits for step j's copies, decodes it into tile
-//! j % 2 and arrives on `full`. A consumer in iteration j waits on `full` and on step j's
+//! is free once decoded, as in the flat kernel), wait for step j's copies, decode it into tile
+//! j % 2 and arrive on `full`. A consumer in iteration j waits on `full` and on step j's
 //! activation barrier (their bulk copy's bytes), multiplies, and arrives on `empty`.
 //!
 //! Numerics and output: the flat kernel's (the same product and store), so the bytes are its
 //! bytes and the reference's.
 //!
-//! Static counts (ptxas 12.9, sm_90, `scripts/sass_kstep.py`): a consumer's K step 431 SASS
-//! instructions against the flat kernel's 539 for Q2_0 (658 -> 431 IQ3_S, 940 -> 723 IQ2_S);
-//! the producer lane's about 700 for Q2_0 (its four decode batches of two groups, 16 activation
-//! scales, 6 weight pieces). At 112 registers (`layout::MMQ_WS_MAX_REGISTERS`) no kernel spills
-//! but IQ2_XS's (8 bytes). Not measured on a GPU yet: the producer is one warp, so the scheduler
-//! that holds it issues for three warps where the others issue for two.
+//! Static counts (ptxas 12.9, sm_90, `scripts/sass_kstep.py`), one producer warp at 112
+//! registers (`layout::MMQ_WS_MAX_REGISTERS`): a consumer's K step 431 SASS instructions
+//! against the flat kernel's 539 for Q2_0 (658 -> 431 IQ3_S, 940 -> 723 IQ2_S); the producer
+//! thread's about 700 for Q2_0 (four decode batches of two groups, 16 activation scales, 6
+//! weight pieces); no kernel spills but IQ2_XS's (8 bytes). Two producer warps at 96 registers:
+//! a consumer's K step 441-447 (Q2_0 447, IQ2_S 733), the producer thread's about 420 (Q2_0);
+//! 16 to 20 bytes of spills in every kernel, none in a K loop. Not measured on a GPU yet: with
+//! one producer warp the scheduler that holds it issues for three warps where the others issue
+//! for two; with two, each scheduler of an SM running two CTAs may hold one producer.
 
 use super::{Cta, copy, cta, tiles, weight_row};
 use crate::formats::WeightBlock;
 use crate::layout::{
-    MMQ_KSTEP, MMQ_PIPE_BAR_BYTES, MMQ_THREADS, MMQ_WS_THREADS, MmqParams, MmqPipeShape,
-    MmqPipeSmem, MmqTile,
+    MMQ_KSTEP, MMQ_PIPE_BAR_BYTES, MMQ_THREADS, MMQ_WS_PRODUCER_WARPS, MMQ_WS_THREADS, MmqParams,
+    MmqPipeShape, MmqPipeSmem, MmqTile,
 };
 use crate::ptx::{
     fence_mbar_init, ld_shared_u32, mbar_arrive, mbar_init, mbar_wait, smem_base, st_shared_u32,
-    sync_threads, sync_warp, tid_x,
+    sync_named, sync_threads, sync_warp, tid_x,
 };
 
 /// The flat product without the epilogue, warp specialized (`moe_mmq_flat_ws_<type>`): the
@@ -93,7 +98,28 @@ pub unsafe fn mmq_flat_ws<B: WeightBlock>(p: &MmqParams) {
 
 /// Consumer threads (the kernel's 8 multiplying warps).
 const CONSUMERS: u32 = MMQ_THREADS as u32;
-const _: () = assert!(MMQ_WS_THREADS == MMQ_THREADS + 32);
+/// Producer threads (`MMQ_WS_PRODUCER_WARPS` warps after the consumers).
+const PRODUCERS: u32 = 32 * MMQ_WS_PRODUCER_WARPS as u32;
+/// Decoded groups a producer thread stores each K step (the flat kernel's threads' one each).
+const GROUPS: u32 = CONSUMERS / PRODUCERS;
+const _: () = assert!(MMQ_WS_THREADS == (CONSUMERS + PRODUCERS) as usize && GROUPS % 2 == 0);
+// The activation scales go in batches of 8 a producer thread: 4 a column, every column.
+const _: () = assert!(4 * MmqPipeShape::Flat.cols() % (8 * PRODUCERS as usize) == 0);
+
+/// The producers' barrier: their warp's when there is one (`bar.warp.sync`), else named
+/// barrier 1 for their threads (the consumers never use a CTA barrier in the K loop).
+///
+/// # Safety
+/// Every producer thread, in each use.
+#[inline(always)]
+unsafe fn sync_producers() {
+    if PRODUCERS == 32 {
+        sync_warp();
+    } else {
+        // SAFETY: the producers only (the contract), whole warps; nothing else uses barrier 1.
+        unsafe { sync_named::<1, PRODUCERS>() };
+    }
+}
 
 /// Decoded tile `b`'s full barrier (`MmqPipeSmem::ws_bars`).
 fn full(c: &Cta, b: u32) -> u32 {
@@ -122,7 +148,7 @@ unsafe fn k_loop<B: WeightBlock>(
         // SAFETY: four 8-byte barriers past the layout (the contract), not in use yet.
         unsafe {
             for b in 0..2 {
-                mbar_init(full(c, b), 32);
+                mbar_init(full(c, b), PRODUCERS);
                 mbar_init(empty(c, b), CONSUMERS);
             }
         }
@@ -135,7 +161,7 @@ unsafe fn k_loop<B: WeightBlock>(
         for s in 0..lead {
             if s < nk {
                 // SAFETY: step s into buffers nothing has used yet.
-                unsafe { copy::issue_by::<B, 32, 0>(p, c, s, lane) };
+                unsafe { copy::issue_by::<B, PRODUCERS, 0>(p, c, s, lane) };
             }
             copy::close();
         }
@@ -147,27 +173,32 @@ unsafe fn k_loop<B: WeightBlock>(
                 unsafe { mbar_wait(empty(c, j % 2), ((j - 2) / 2) % 2) };
             }
             let s = j + lead;
-            // Every lane's decode of step j - 1 is done before the stage buffers are reused.
-            sync_warp();
+            // Every producer's decode of step j - 1 is done before the stage buffers are reused.
+            // SAFETY: every producer thread.
+            unsafe { sync_producers() };
             if s < nk {
                 // SAFETY: its buffers free (above; the weight stages as in tiles::k_loop).
-                unsafe { copy::issue_by::<B, 32, 0>(p, c, s, lane) };
+                unsafe { copy::issue_by::<B, PRODUCERS, 0>(p, c, s, lane) };
             }
             copy::close();
-            // SAFETY: step j issued by this warp; `lead` groups closed after it.
-            unsafe { copy::wait(c, j, lead) };
-            sync_warp();
-            // SAFETY: step j's bytes visible to the warp; tile j % 2 free (above). The loads of
-            // two groups (eight activation scales) before their stores, so that their latencies
-            // overlap. (A column past the tile's count copies a stale scale, as in `decode`.)
+            // SAFETY: step j issued by the producers; `lead` groups closed after it. Then every
+            // producer's pieces are visible to all of them.
             unsafe {
-                for h in 0..4u32 {
+                copy::wait(c, j, lead);
+                sync_producers();
+            }
+            // SAFETY: step j's bytes visible to the producers; tile j % 2 free (above). The
+            // loads of two groups (eight activation scales) before their stores, so that their
+            // latencies overlap. (A column past the tile's count copies a stale scale, as in
+            // `decode`.)
+            unsafe {
+                for h in 0..GROUPS / 2 {
                     let mut qs = [([0u32; 8], [0.0f32; 2]); 2];
                     unroll!(v in [0, 1] {
-                        qs[v] = tiles::decode_read::<B>(c, j, lane + 32 * (2 * h + v as u32));
+                        qs[v] = tiles::decode_read::<B>(c, j, lane + PRODUCERS * (2 * h + v as u32));
                     });
                     unroll!(v in [0, 1] {
-                        tiles::decode_store::<B>(c, j, lane + 32 * (2 * h + v as u32), qs[v].0, qs[v].1);
+                        tiles::decode_store::<B>(c, j, lane + PRODUCERS * (2 * h + v as u32), qs[v].0, qs[v].1);
                     });
                 }
                 let items = 4 * c.shape.cols() as u32;
@@ -175,17 +206,17 @@ unsafe fn k_loop<B: WeightBlock>(
                 while i0 < items {
                     let mut d = [0u32; 8];
                     unroll!(v in [0, 1, 2, 3, 4, 5, 6, 7] {
-                        let (src, _) = tiles::xscale_at(c, j, i0 + lane + 32 * v as u32);
+                        let (src, _) = tiles::xscale_at(c, j, i0 + lane + PRODUCERS * v as u32);
                         d[v] = ld_shared_u32(src);
                     });
                     unroll!(v in [0, 1, 2, 3, 4, 5, 6, 7] {
-                        let (_, dst) = tiles::xscale_at(c, j, i0 + lane + 32 * v as u32);
+                        let (_, dst) = tiles::xscale_at(c, j, i0 + lane + PRODUCERS * v as u32);
                         st_shared_u32(dst, d[v]);
                     });
-                    i0 += 256;
+                    i0 += 8 * PRODUCERS;
                 }
             }
-            // SAFETY: the phase of step j expects the 32 lanes.
+            // SAFETY: the phase of step j expects the producer threads.
             unsafe { mbar_arrive(full(c, j % 2)) };
         }
         false
