@@ -1,6 +1,6 @@
 //! Probe kernels: tiny kernels that check one mechanism on the GPU (an asm wrapper, the ABI of a
 //! parameter struct) or emulate ggml's fast-math arithmetic for the README's comparison figures.
-//! Driven by tests/tests/probe.rs and host/src/ggml_emul.rs.
+//! Driven by tests/tests/probe.rs.
 
 use crate::layout::SwigluQuantParams;
 use crate::ptx::{ctaid_x, max_ftz, mul_ftz, rcp_approx_ftz, tid_x};

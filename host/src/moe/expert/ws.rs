@@ -1,4 +1,4 @@
-//! The weight-stationary products' limits and tiers (gpu/src/moe/ws.rs): a thread per weight
+//! The weight-stationary products' limits and tiers (gpu/src/moe/ws/): a thread per weight
 //! row, 128 rows per CTA, integer arithmetic only. The plan that runs them is the split plan
 //! (split.rs), alone (`--path ws`) or product by product beside MMQ (`--path auto`).
 
