@@ -195,3 +195,23 @@ fn scale_slots_are_permutations() {
         assert_eq!(MmqPipeShape::Wide.row_slot(r), 32 * wm + 4 * g + 2 * mt + h);
     }
 }
+
+#[test]
+fn warp_specialized_flat_fits_two_ctas_an_sm() {
+    // Shared memory: the flat layout and the four barriers in the wide budget (two CTAs an SM).
+    for w in WType::ALL {
+        let sm = MmqPipeSmem::of(w, MmqPipeShape::Flat);
+        assert!(sm.ws_bars() >= sm.total && sm.ws_bars().is_multiple_of(MMQ_PIPE_BAR_BYTES));
+        assert!(
+            sm.ws_total() <= MMQ_PIPE_SMEM_BUDGET,
+            "{w:?}: {}",
+            sm.ws_total()
+        );
+    }
+    // Registers: two CTAs of the consumers and the producer warps at the cap, allocated 8 at a
+    // time, and no 8 more would fit.
+    let cap = MMQ_WS_MAX_REGISTERS as usize;
+    assert!(cap.is_multiple_of(8) && 2 * MMQ_WS_THREADS * cap <= SM_REGISTERS);
+    assert!(2 * MMQ_WS_THREADS * (cap + 8) > SM_REGISTERS);
+    assert_eq!(MMQ_WS_THREADS, MMQ_THREADS + 32 * MMQ_WS_PRODUCER_WARPS);
+}
