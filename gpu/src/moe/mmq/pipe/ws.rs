@@ -157,11 +157,12 @@ unsafe fn k_loop<B: WeightBlock>(
     sync_threads();
     let lead = c.sm.lead as u32;
     if tid >= CONSUMERS {
-        let lane = tid - CONSUMERS;
+        // The producer thread (0 .. PRODUCERS).
+        let pt = tid - CONSUMERS;
         for s in 0..lead {
             if s < nk {
                 // SAFETY: step s into buffers nothing has used yet.
-                unsafe { copy::issue_by::<B, PRODUCERS, 0>(p, c, s, lane) };
+                unsafe { copy::issue_by::<B, PRODUCERS, 0>(p, c, s, pt) };
             }
             copy::close();
         }
@@ -178,7 +179,7 @@ unsafe fn k_loop<B: WeightBlock>(
             unsafe { sync_producers() };
             if s < nk {
                 // SAFETY: its buffers free (above; the weight stages as in tiles::k_loop).
-                unsafe { copy::issue_by::<B, PRODUCERS, 0>(p, c, s, lane) };
+                unsafe { copy::issue_by::<B, PRODUCERS, 0>(p, c, s, pt) };
             }
             copy::close();
             // SAFETY: step j issued by the producers; `lead` groups closed after it. Then every
@@ -195,10 +196,10 @@ unsafe fn k_loop<B: WeightBlock>(
                 for h in 0..GROUPS / 2 {
                     let mut qs = [([0u32; 8], [0.0f32; 2]); 2];
                     unroll!(v in [0, 1] {
-                        qs[v] = tiles::decode_read::<B>(c, j, lane + PRODUCERS * (2 * h + v as u32));
+                        qs[v] = tiles::decode_read::<B>(c, j, pt + PRODUCERS * (2 * h + v as u32));
                     });
                     unroll!(v in [0, 1] {
-                        tiles::decode_store::<B>(c, j, lane + PRODUCERS * (2 * h + v as u32), qs[v].0, qs[v].1);
+                        tiles::decode_store::<B>(c, j, pt + PRODUCERS * (2 * h + v as u32), qs[v].0, qs[v].1);
                     });
                 }
                 let items = 4 * c.shape.cols() as u32;
@@ -206,11 +207,11 @@ unsafe fn k_loop<B: WeightBlock>(
                 while i0 < items {
                     let mut d = [0u32; 8];
                     unroll!(v in [0, 1, 2, 3, 4, 5, 6, 7] {
-                        let (src, _) = tiles::xscale_at(c, j, i0 + lane + PRODUCERS * v as u32);
+                        let (src, _) = tiles::xscale_at(c, j, i0 + pt + PRODUCERS * v as u32);
                         d[v] = ld_shared_u32(src);
                     });
                     unroll!(v in [0, 1, 2, 3, 4, 5, 6, 7] {
-                        let (_, dst) = tiles::xscale_at(c, j, i0 + lane + PRODUCERS * v as u32);
+                        let (_, dst) = tiles::xscale_at(c, j, i0 + pt + PRODUCERS * v as u32);
                         st_shared_u32(dst, d[v]);
                     });
                     i0 += 8 * PRODUCERS;
