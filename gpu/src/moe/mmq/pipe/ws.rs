@@ -135,7 +135,7 @@ fn empty(c: &Cta, b: u32) -> u32 {
 ///
 /// # Safety
 /// Every one of the CTA's `MMQ_WS_THREADS` threads, after `copy::setup`, nothing issued; the
-/// launch gave `total.next_multiple_of(8) + 32` bytes of shared memory.
+/// launch gave `MmqPipeSmem::ws_total` bytes of shared memory.
 #[inline(always)]
 unsafe fn k_loop<B: WeightBlock>(
     p: &MmqParams,
