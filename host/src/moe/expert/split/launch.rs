@@ -155,6 +155,7 @@ impl SplitPlan {
         name: &'static str,
         p: MmqParams,
     ) -> Result<()> {
+        let w = [self.shape.gate_up_type, self.shape.down_type][which];
         let (n_tiles, rows, threads, smem) = match prod {
             // The resident form: up to `p.resident` row tiles a CTA, in its own layout.
             Product::Mmq if p.resident > 0 => (
@@ -162,6 +163,14 @@ impl SplitPlan {
                 MMQ_ROWS * p.resident as usize,
                 MMQ_THREADS,
                 self.resident_smem[which],
+            ),
+            // The warp-specialized flat kernel (`kernel` gave it): its producer warps and their
+            // barriers.
+            Product::Mmq if self.flat_ws_at(which) => (
+                self.lists().len(self.mmq_kernels[which]),
+                self.mmq_kernels[which].rows(),
+                MMQ_WS_THREADS,
+                MmqKernel::flat_ws_smem(w),
             ),
             Product::Mmq => (
                 self.lists().len(self.mmq_kernels[which]),
@@ -183,7 +192,6 @@ impl SplitPlan {
         // narrow kernel with tensor copies (`moe_mmq_narrow_tma_<type>`, where the narrow
         // kernel without the epilogue has the maps: `queue`).
         let own;
-        let w = [self.shape.gate_up_type, self.shape.down_type][which];
         let narrow = matches!(self.mmq_kernels[which], MmqKernel::Narrow { .. });
         let (func, name) = if prod == Product::Mmq && p.resident > 0 {
             own = gpu.kernels.format(w)?.mmq_resident()?;
@@ -193,12 +201,6 @@ impl SplitPlan {
             (own.0, own.1)
         } else {
             (func, name)
-        };
-        // The warp-specialized flat kernel (`kernel` gave it): its threads and shared memory.
-        let (threads, smem) = if prod == Product::Mmq && self.flat_ws_at(which) {
-            (MMQ_WS_THREADS, MmqKernel::flat_ws_smem(w))
-        } else {
-            (threads, smem)
         };
         let cfg = LaunchConfig {
             // (The resident form's last CTA of a column may run fewer row tiles.)
