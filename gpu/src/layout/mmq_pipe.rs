@@ -34,10 +34,11 @@ pub const MMQ_PIPE_BAR_BYTES: usize = 8;
 /// activation blocks.
 pub const MMQ_PIPE_BAR_ARRIVALS: usize = 1;
 /// Producer warps of a warp-specialized flat CTA (`moe_mmq_flat_ws_<type>`, sm_90): they copy
-/// and decode, each thread `MMQ_THREADS / (32 x this)` of the flat kernel's threads' groups. One
-/// as built; two (a producer on each scheduler where two CTAs share an SM, 96 registers) is the
-/// form to measure against it.
-pub const MMQ_WS_PRODUCER_WARPS: usize = 1;
+/// and decode, each thread `MMQ_THREADS / (32 x this)` of the flat kernel's threads' groups.
+/// Two: measured on an H100 at T = 16,384 (BENCHMARKS.md), the flat products with one producer
+/// warp took 1.7x (Q2_0 / Q2_0) and 1.9x (IQ2_S / IQ4_NL) the flat kernels' layer time, with
+/// two 1.03x and 1.06x: the producers' decode bounds the K loop.
+pub const MMQ_WS_PRODUCER_WARPS: usize = 2;
 /// Threads of a warp-specialized flat CTA: the flat kernel's [`MMQ_THREADS`] as consumers (they
 /// multiply) and [`MMQ_WS_PRODUCER_WARPS`] producer warps.
 pub const MMQ_WS_THREADS: usize = MMQ_THREADS + 32 * MMQ_WS_PRODUCER_WARPS;

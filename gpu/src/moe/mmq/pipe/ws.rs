@@ -26,9 +26,11 @@
 //! thread's about 700 for Q2_0 (four decode batches of two groups, 16 activation scales, 6
 //! weight pieces); no kernel spills but IQ2_XS's (8 bytes). Two producer warps at 96 registers:
 //! a consumer's K step 441-447 (Q2_0 447, IQ2_S 733), the producer thread's about 420 (Q2_0);
-//! 16 to 20 bytes of spills in every kernel, none in a K loop. Not measured on a GPU yet: with
-//! one producer warp the scheduler that holds it issues for three warps where the others issue
-//! for two; with two, each scheduler of an SM running two CTAs may hold one producer.
+//! 16 to 20 bytes of spills in every kernel, none in a K loop. Measured on an H100 at T = 16,384
+//! (BENCHMARKS.md): with two producer warps the layer takes 1.03x (Q2_0 / Q2_0) and 1.06x
+//! (IQ2_S / IQ4_NL) the flat kernels' time, with one 1.7x and 1.9x. The producer thread's
+//! dependent K step bounds the loop, so the host runs this kernel only on request
+//! (`MOE_MMQ_FLAT_WS=on`).
 
 use super::{Cta, copy, cta, tiles, weight_row};
 use crate::formats::WeightBlock;
