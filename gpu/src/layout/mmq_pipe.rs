@@ -46,7 +46,8 @@ pub const MMQ_WS_THREADS: usize = MMQ_THREADS + 32 * MMQ_WS_PRODUCER_WARPS;
 pub const SM_REGISTERS: usize = 65_536;
 /// The register cap of the warp-specialized flat kernels: two CTAs of [`MMQ_WS_THREADS`] per
 /// SM, allocated 8 at a time: 112 with one producer warp (none spills in ptxas 12.9 but IQ2_XS's
-/// kernel, 8 bytes outside its K loop), 96 with two (16 to 20 bytes each, outside the K loops).
+/// kernel, 8 bytes outside its K loop), 96 with two (16 to 20 bytes each, outside the K loops),
+/// 80 with four (40 to 100 bytes; 3 local loads in Q2_0's consumer K step, 21 in IQ2_S's).
 pub const MMQ_WS_MAX_REGISTERS: u32 = (SM_REGISTERS / (2 * MMQ_WS_THREADS) / 8 * 8) as u32;
 const _: () = assert!(MMQ_THREADS.is_multiple_of(64 * MMQ_WS_PRODUCER_WARPS));
 /// Activation rows (MMQ columns) of a narrow CTA.

@@ -2,13 +2,13 @@
 //! the flat kernel's 8 warps only multiply (the consumers: `tiles::product`, as in the flat
 //! kernel), `MMQ_WS_PRODUCER_WARPS` more warps copy and decode (the producers: `copy::issue_by`,
 //! the weight part of `tiles::decode` and the activation scales, each thread `GROUPS` of the flat
-//! kernel's threads' share: 8 with one producer warp, 4 with two). The decoded tiles pass
-//! between them on `mbarrier`s (`MmqPipeSmem::ws_bars`): `full[b]`, one arrival a producer
-//! thread once tile b is decoded; `empty[b]`, 256 consumer arrivals once tile b and its step's
-//! activation blocks are read; b = j % 2 for K step j. No CTA barrier in the K loop: the
-//! consumers never wait on a decode of their own or on a slower warp's, and the copies' code
-//! runs in one or two warps instead of eight. The producers sync among themselves only
-//! (`sync_producers`: their warp, or named barrier 1 for two warps).
+//! kernel's threads' share: 8 with one producer warp, 4 with two, 2 with four). The decoded
+//! tiles pass between them on `mbarrier`s (`MmqPipeSmem::ws_bars`): `full[b]`, one arrival a
+//! producer thread once tile b is decoded; `empty[b]`, 256 consumer arrivals once tile b and
+//! its step's activation blocks are read; b = j % 2 for K step j. No CTA barrier in the K loop:
+//! the consumers never wait on a decode of their own or on a slower warp's, and the copies' code
+//! runs in the producer warps instead of eight. The producers sync among themselves only
+//! (`sync_producers`: their warp, or named barrier 1 for several warps).
 //!
 //! Schedule (the flat layout's lead, buffers and stages, `MmqPipeSmem::of`): the producers
 //! issue steps `0..lead`, then in iteration j wait for step j - 2's product (`empty`), issue
@@ -105,8 +105,14 @@ const PRODUCERS: u32 = 32 * MMQ_WS_PRODUCER_WARPS as u32;
 /// Decoded groups a producer thread stores each K step (the flat kernel's threads' one each).
 const GROUPS: u32 = CONSUMERS / PRODUCERS;
 const _: () = assert!(MMQ_WS_THREADS == (CONSUMERS + PRODUCERS) as usize && GROUPS % 2 == 0);
-// The activation scales go in batches of 8 a producer thread: 4 a column, every column.
-const _: () = assert!(4 * MmqPipeShape::Flat.cols() % (8 * PRODUCERS as usize) == 0);
+/// Activation scales a producer thread copies in one batch (loads before stores): 8, or fewer
+/// where the producers are too many for 8 each (4 a column, every column of a tile).
+const XS_BATCH: u32 = {
+    let per_thread = (4 * MmqPipeShape::Flat.cols()) as u32 / PRODUCERS;
+    if per_thread < 8 { per_thread } else { 8 }
+};
+const _: () =
+    assert!(XS_BATCH > 0 && 4 * MmqPipeShape::Flat.cols() % (XS_BATCH * PRODUCERS) as usize == 0);
 
 /// The producers' barrier: their warp's when there is one (`bar.warp.sync`), else named
 /// barrier 1 for their threads (the consumers never use a CTA barrier in the K loop).
@@ -209,14 +215,18 @@ unsafe fn k_loop<B: WeightBlock>(
                 while i0 < items {
                     let mut d = [0u32; 8];
                     unroll!(v in [0, 1, 2, 3, 4, 5, 6, 7] {
-                        let (src, _) = tiles::xscale_at(c, j, i0 + pt + PRODUCERS * v as u32);
-                        d[v] = ld_shared_u32(src);
+                        if (v as u32) < XS_BATCH {
+                            let (src, _) = tiles::xscale_at(c, j, i0 + pt + PRODUCERS * v as u32);
+                            d[v] = ld_shared_u32(src);
+                        }
                     });
                     unroll!(v in [0, 1, 2, 3, 4, 5, 6, 7] {
-                        let (_, dst) = tiles::xscale_at(c, j, i0 + pt + PRODUCERS * v as u32);
-                        st_shared_u32(dst, d[v]);
+                        if (v as u32) < XS_BATCH {
+                            let (_, dst) = tiles::xscale_at(c, j, i0 + pt + PRODUCERS * v as u32);
+                            st_shared_u32(dst, d[v]);
+                        }
                     });
-                    i0 += 8 * PRODUCERS;
+                    i0 += XS_BATCH * PRODUCERS;
                 }
             }
             // SAFETY: the phase of step j expects the producer threads.
