@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Static instruction counts of the MMQ kernels' K loop, from a PTX module, with no GPU.
 
-    python3 scripts/sass_kstep.py PTX [PTX2] [--kernels REGEX] [--arch sm_90]
+    python3 scripts/sass_kstep.py PTX [PTX2] [--kernels REGEX] [--arch sm_90] [--ops]
 
 Assembles each PTX file with ptxas, disassembles the cubin with cuobjdump (both from NVIDIA's
 CUDA wheels: nvidia-cuda-nvcc-cu12 has ptxas; nvidia-cuda-cuobjdump and nvidia-cuda-nvdisasm
@@ -15,6 +15,10 @@ name matches REGEX (default: the pipelined, flat, narrow and resident MMQ kernel
   loop holding `IMMA`s is counted 4 times (the K step's four 32-value groups);
 - the `IMMA`s and FP32 instructions (`FFMA`, `FMUL`, `FADD`) of that trip, and its local loads
   (`LDL`: spills inside the loop).
+
+With `--ops` each kernel's trip is also printed as opcode counts, most frequent first (the
+opcode without its modifiers: `IMAD.MOV.U32` counts as `IMAD`), to see what a K step spends
+besides its `IMMA`s and FP32 instructions.
 
 With PTX2 each figure is printed for both files, first -> second. The trip is the
 straight-line path through the loop's body, every conditional block counted (copies issued,
@@ -125,6 +129,7 @@ def main():
     ap.add_argument("ptx", nargs="+", help="one PTX file, or two to compare")
     ap.add_argument("--kernels", default=DEFAULT_KERNELS, help="kernel name regex")
     ap.add_argument("--arch", default="sm_90")
+    ap.add_argument("--ops", action="store_true", help="also print each trip's opcode counts")
     args = ap.parse_args()
     if len(args.ptx) > 2:
         sys.exit("one or two PTX files")
@@ -138,6 +143,12 @@ def main():
             vals = ["-" if c is None or c[i] is None else str(c[i]) for c in cols]
             cells.append(" -> ".join(vals))
         print(f"{name} | " + " | ".join(cells))
+        if args.ops:
+            for path, m in zip(args.ptx, mods):
+                trip = k_trip(m[name]) if name in m else None
+                if trip:
+                    ops = ", ".join(f"{op} {n}" for op, n in trip.most_common())
+                    print(f"  {os.path.basename(path)}: {ops}")
 
 
 if __name__ == "__main__":

@@ -6,7 +6,7 @@
 //! interpolating between ladder points. The choice never changes bytes: every path gives the
 //! reference's.
 //!
-//! `moe-prefill tune` measures a table (cli/tune.rs) and writes it in the text format of
+//! `moe-prefill tune` measures a table (cli/tune/) and writes it in the text format of
 //! `text.rs`; `key.rs` keys it by GPU, driver and build, finds it in the user's cache directory
 //! and falls back to the built-in table (`tune_h200.txt`, measured on the H200).
 
