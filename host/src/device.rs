@@ -1,6 +1,8 @@
-//! The GPU: driver presence, context and stream, the PTX module for the device, and every kernel
-//! of it resolved once into [`Kernels`] (device/kernels.rs).
+//! The GPU: driver presence, context and stream, the PTX module for the device, and its kernels
+//! in [`Kernels`] (device/kernels.rs: the module's text cut into one module a kernel, each
+//! compiled by the driver when first used).
 
+use std::borrow::Cow;
 use std::sync::Arc;
 
 use cudarc::driver::sys::CUdevice_attribute as Attr;
@@ -14,6 +16,7 @@ use crate::ptx;
 mod kernels;
 mod side;
 mod tma;
+use kernels::KernelSource;
 pub use kernels::{
     BULK_KERNELS, FORMAT_KERNELS, FormatKernels, Kernels, MMA_KERNELS, format_kernel_names,
     kernel_names, kernel_names_in,
@@ -172,10 +175,9 @@ impl Gpu {
         })?;
         // A PTX file in place of the embedded module, for kernel experiments on a machine
         // without Rust: every kernel the host expects of the chosen target must be in it.
-        let replaced;
-        let src = match std::env::var_os(PTX_OVERRIDE_VAR) {
+        let src: Cow<'static, str> = match std::env::var_os(PTX_OVERRIDE_VAR) {
             Some(path) => {
-                replaced = std::fs::read_to_string(&path).map_err(|source| Error::Io {
+                let text = std::fs::read_to_string(&path).map_err(|source| Error::Io {
                     path: path.clone().into(),
                     source,
                 })?;
@@ -183,12 +185,11 @@ impl Gpu {
                     "note: PTX module from {PTX_OVERRIDE_VAR}={}, not the built-in sm_{ptx_arch}",
                     path.to_string_lossy()
                 );
-                replaced.as_str()
+                Cow::Owned(text)
             }
-            None => src,
+            None => Cow::Borrowed(src),
         };
-        let module = ctx.load_module(src.into()).op("cuModuleLoadData (PTX)")?;
-        let kernels = Kernels::load(&module, ptx_arch)?;
+        let kernels = Kernels::load(&Arc::new(KernelSource::new(&ctx, src)?), ptx_arch)?;
         let info = DeviceInfo {
             name: ctx.name().op("cuDeviceGetName")?,
             cc,

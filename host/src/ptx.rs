@@ -5,6 +5,9 @@
 //! hold every kernel. There is no sm_70 module: Volta has no int8 `mma` (`m8n8k16` is sm_75+),
 //! so a compute capability 7.0-7.4 device runs the sm_60 module, like Pascal.
 
+mod split;
+pub use split::{Parts, split};
+
 /// (PTX target as major*10+minor, PTX text), oldest first. A `static`: a `const` would put a
 /// copy of the texts (46 MB) into the binary at every use (201 MB of `.rodata` at d5be14f).
 pub static MODULES: [(u32, &str); 4] = [

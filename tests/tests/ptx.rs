@@ -2,7 +2,8 @@
 //! expects of it, nothing calls an undefined function, the hot kernels keep their arrays in
 //! registers (no `.local`), have no panic path (`trap`), and use only our exact float arithmetic
 //! (no `.approx`, no `.ftz`). The sm_60 module (compiled as sm_70 and re-labelled by the builder)
-//! uses no instruction newer than sm_60 and assembles for sm_60 (ptx/sm60.rs).
+//! uses no instruction newer than sm_60 and assembles for sm_60 (ptx/sm60.rs). Each module splits
+//! into one module a kernel, as the host loads them, and each of those assembles (ptx/split.rs).
 
 use host::device::{kernel_names, kernel_names_in};
 use host::ptx::MODULES;
@@ -10,6 +11,8 @@ use tests::kernel_body;
 
 #[path = "ptx/sm60.rs"]
 mod sm60;
+#[path = "ptx/split.rs"]
+mod split;
 
 #[test]
 fn each_module_holds_exactly_its_kernels() {
@@ -43,6 +46,57 @@ fn each_module_holds_exactly_its_kernels() {
         kernel_names_in(60).len(),
         kernel_names().len() - 8 * (host::device::MMA_KERNELS + bulk)
     );
+}
+
+#[test]
+fn each_module_splits_into_one_module_a_kernel() {
+    // The host loads (and the driver compiles) each kernel from a module of its own, made of
+    // the module's preamble and the kernel's `.entry` block (host::ptx::split); a text that does
+    // not split would be loaded, and compiled, whole.
+    let code = |t: &str| {
+        t.lines()
+            .filter(|l| !l.trim().is_empty() && !l.trim().starts_with("//"))
+            .count()
+    };
+    for (arch, ptx) in MODULES {
+        let parts = host::ptx::split(ptx)
+            .unwrap_or_else(|| panic!("sm_{arch}: the module does not split into kernels"));
+        let mut names: Vec<&str> = parts.names(ptx).collect();
+        names.sort_unstable();
+        let mut want = kernel_names_in(arch);
+        want.sort_unstable();
+        assert_eq!(names, want, "sm_{arch}: the split's kernels");
+        let preamble = parts.preamble(ptx);
+        assert!(
+            [
+                ".version ",
+                ".target ",
+                ".address_size ",
+                ".extern .shared "
+            ]
+            .iter()
+            .all(|d| preamble.lines().any(|l| l.starts_with(d))),
+            "sm_{arch}: preamble"
+        );
+        // Every line of code is in the preamble or in exactly one kernel's module.
+        let mut lines = code(preamble);
+        for name in &names {
+            let one = parts.kernel(ptx, name).unwrap();
+            assert!(one.starts_with(preamble), "sm_{arch}: {name}");
+            assert_eq!(one.matches(".entry ").count(), 1, "sm_{arch}: {name}");
+            assert!(
+                one.contains(kernel_body(ptx, name).unwrap()),
+                "sm_{arch}: {name}'s entry"
+            );
+            assert!(one.trim_end().ends_with('}'), "sm_{arch}: {name}'s end");
+            lines += code(&one) - code(preamble);
+        }
+        assert_eq!(
+            lines,
+            code(ptx),
+            "sm_{arch}: lines of code outside the split"
+        );
+    }
 }
 
 #[test]

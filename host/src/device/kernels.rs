@@ -1,23 +1,27 @@
-//! The kernel table: every kernel of the loaded PTX module resolved once into [`Kernels`], and
-//! the names the host expects of each module ([`kernel_names`], [`kernel_names_in`]). The
-//! per-format kernels are in `format.rs`.
+//! The kernel table: the kernels of the loaded PTX text in [`Kernels`], and the names the host
+//! expects of each module ([`kernel_names`], [`kernel_names_in`]). The shared stages' kernels
+//! are loaded when the table is built; the per-format ones (`format.rs`), most of the text, on
+//! first use, each from a module of its own (`source.rs`).
 
 use std::sync::Arc;
 
-use cudarc::driver::{CudaFunction, CudaModule};
+use cudarc::driver::CudaFunction;
 use gpu::layout::WType;
 
 use crate::error::{Error, Result};
 use crate::ptx;
 
 mod format;
+mod source;
 pub use format::{BULK_KERNELS, FORMAT_KERNELS, FormatKernels, MMA_KERNELS, format_kernel_names};
 use format::{FORMAT_KERNEL_NAMES, load_formats};
+pub use source::KernelSource;
 
 macro_rules! kernels {
     ($($name:ident),* $(,)?) => {
-        /// Every kernel of the module, resolved at startup: the shared stages by name (in
-        /// every module), the per-format kernels in `formats` (from gpu's format list).
+        /// The kernels of the module: the shared stages by name (in every module, loaded when
+        /// the table is built), the per-format kernels in `formats` (from gpu's format list;
+        /// each checked to be in the text then, and loaded on first use).
         pub struct Kernels {
             $(pub $name: CudaFunction,)*
             formats: Vec<FormatKernels>,
@@ -25,21 +29,15 @@ macro_rules! kernels {
         /// Names of the kernels not tied to a weight format.
         const COMMON_KERNEL_NAMES: &[&str] = &[$(stringify!($name)),*];
         impl Kernels {
-            /// Resolves the kernels of `module`, the PTX of target `ptx_arch`.
-            pub(super) fn load(module: &Arc<CudaModule>, ptx_arch: u32) -> Result<Self> {
+            /// The kernels of `src`, the PTX of target `ptx_arch`.
+            pub(super) fn load(src: &Arc<KernelSource>, ptx_arch: u32) -> Result<Self> {
                 Ok(Kernels {
-                    $($name: load(module, stringify!($name))?,)*
-                    formats: load_formats(module, ptx_arch)?,
+                    $($name: src.load(stringify!($name))?,)*
+                    formats: load_formats(src, ptx_arch)?,
                 })
             }
         }
     };
-}
-
-fn load(module: &Arc<CudaModule>, name: &'static str) -> Result<CudaFunction> {
-    module
-        .load_function(name)
-        .map_err(|_| Error::MissingKernel(name))
 }
 
 kernels!(

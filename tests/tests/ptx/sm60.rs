@@ -170,7 +170,7 @@ fn the_scan_finds_each_newer_entry() {
 }
 
 /// The ptxas to check with: `$MOE_PTXAS`, else `ptxas` on PATH. Panics when there is none.
-fn ptxas() -> PathBuf {
+pub(super) fn ptxas() -> PathBuf {
     if let Some(p) = std::env::var_os("MOE_PTXAS") {
         return PathBuf::from(p);
     }

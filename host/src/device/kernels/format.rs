@@ -1,62 +1,66 @@
 //! The kernels of one weight format ([`FormatKernels`]): their names from gpu's format list
-//! (`gpu::for_each_format!`, [`format_kernel_names`]), resolved from a module, and reached
-//! through accessors that say which modules hold them.
+//! (`gpu::for_each_format!`, [`format_kernel_names`]), checked against the module's text, each
+//! loaded on first use (`source::Lazy`), and reached through accessors that say which modules
+//! hold them.
 
 use std::sync::Arc;
 
-use cudarc::driver::{CudaFunction, CudaModule};
+use cudarc::driver::CudaFunction;
 use gpu::layout::WType;
 
-use super::load;
+use super::source::{KernelSource, Lazy};
 use crate::error::{Error, Result};
 use crate::ptx;
 
 /// The kernels of one weight format (a row of `gpu::for_each_format!`). The weight-stationary
 /// ones are in every module; the tensor-core ones (MMQ and fused, `mma.sync`) only in the
 /// modules of [`ptx::MMA_MIN_ARCH`] and newer, so they are reached through accessors that say
-/// when the loaded module (sm_60) has none.
+/// when the loaded module (sm_60) has none. Each is loaded the first time an accessor returns
+/// it (a driver error then is the accessor's).
 pub struct FormatKernels {
     pub wtype: WType,
     /// `moe_gate_up_<wtype>_mmq`
-    gate_up_mmq: Option<CudaFunction>,
+    gate_up_mmq: Option<Lazy>,
     /// `moe_down_<wtype>_mmq`
-    down_mmq: Option<CudaFunction>,
+    down_mmq: Option<Lazy>,
     /// `moe_experts_<wtype>_fused` (this type as gate/up, 32-row tiles; the down type is a
     /// parameter)
-    fused: Option<CudaFunction>,
+    fused: Option<Lazy>,
     /// `moe_experts_<wtype>_fused_wide` (64-row tiles)
-    fused_wide: Option<CudaFunction>,
+    fused_wide: Option<Lazy>,
     /// `moe_experts_<wtype>_fused_sd`, `moe_experts_<wtype>_fused_wide_sd`: both in the Q2_0
     /// shared-d numerics (`Numerics::Q2_0SharedD`)
-    fused_sd: [Option<CudaFunction>; 2],
+    fused_sd: [Option<Lazy>; 2],
     /// `moe_mmq_pipe_<wtype>`: the pipelined MMQ product (either product)
-    mmq_pipe: Option<CudaFunction>,
+    mmq_pipe: Option<Lazy>,
     /// `moe_mmq_narrow_<wtype>`: its narrow shape (16-row tiles)
-    mmq_narrow: Option<CudaFunction>,
+    mmq_narrow: Option<Lazy>,
     /// `moe_mmq_resident_<wtype>`: the narrow shape's resident form (sm_90 modules only,
     /// `ptx::has_bulk`)
-    mmq_resident: Option<CudaFunction>,
+    mmq_resident: Option<Lazy>,
     /// `moe_mmq_narrow_tma_<wtype>`: the narrow shape built with tensor copies only (sm_90
     /// modules only)
-    mmq_narrow_tma: Option<CudaFunction>,
+    mmq_narrow_tma: Option<Lazy>,
     /// `moe_mmq_flat_ws_<wtype>`: the flat shape warp specialized (sm_90 modules only)
-    mmq_flat_ws: Option<CudaFunction>,
+    mmq_flat_ws: Option<Lazy>,
     /// `moe_mmq_pipe_swiglu_<wtype>`, `moe_mmq_narrow_swiglu_<wtype>`: both as the gate/up
     /// product with the SwiGLU + q8_1 epilogue (H out instead of gate and up)
-    mmq_swiglu: [Option<CudaFunction>; 2],
+    mmq_swiglu: [Option<Lazy>; 2],
     /// `moe_mmq_flat_<wtype>` (the flat shape: 64 weight rows x 128 columns) and
     /// `moe_mmq_flat_swiglu_<wtype>` (with the SwiGLU + q8_1 epilogue)
-    mmq_flat: [Option<CudaFunction>; 2],
+    mmq_flat: [Option<Lazy>; 2],
     /// `moe_ws_<wtype>_c16`, `_c32`, `_c64`: the weight-stationary product for each tier of
     /// `gpu::layout::WS_COLS` (either product).
-    pub ws: [CudaFunction; 3],
+    ws: [Lazy; 3],
     /// `moe_ws_<wtype>_c16_fast`, `_c32_fast` (WS_FAST), for the tiers of
     /// `gpu::layout::WS_FAST_COLS`.
-    pub ws_fast: [CudaFunction; 2],
+    ws_fast: [Lazy; 2],
     /// The names, in that order (for errors).
     pub names: [&'static str; FORMAT_KERNELS],
     /// The PTX target of the module they were resolved from.
     ptx_arch: u32,
+    /// Where they are loaded from.
+    src: Arc<KernelSource>,
 }
 
 /// Kernels per weight format.
@@ -140,8 +144,8 @@ impl FormatKernels {
 
     /// Bulk-copy kernel `f` (name slot `i`; `what` it is, for the error) with its name.
     fn bulk<'a>(
-        &self,
-        f: &'a Option<CudaFunction>,
+        &'a self,
+        f: &'a Option<Lazy>,
         i: usize,
         what: &str,
     ) -> Result<(&'a CudaFunction, &'static str)> {
@@ -152,7 +156,7 @@ impl FormatKernels {
                 self.ptx_arch
             ))
         })?;
-        Ok((f, name))
+        Ok((f.get(&self.src)?, name))
     }
 
     /// The gate/up product with the SwiGLU + q8_1 epilogue, wide (`moe_mmq_pipe_swiglu_<wtype>`)
@@ -174,33 +178,43 @@ impl FormatKernels {
     /// The weight-stationary kernel of tier `tier` (index into `gpu::layout::WS_COLS`), or its
     /// `_fast` form where `fast` is `Some(i)` (index into `gpu::layout::WS_FAST_COLS`), with its
     /// name.
-    pub fn ws_kernel(&self, tier: usize, fast: Option<usize>) -> (&CudaFunction, &'static str) {
+    pub fn ws_kernel(
+        &self,
+        tier: usize,
+        fast: Option<usize>,
+    ) -> Result<(&CudaFunction, &'static str)> {
         const WS: usize = MMA_KERNELS;
-        match fast {
-            Some(f) => (&self.ws_fast[f], self.names[WS + self.ws.len() + f]),
-            None => (&self.ws[tier], self.names[WS + tier]),
-        }
+        Ok(match fast {
+            Some(f) => (
+                self.ws_fast[f].get(&self.src)?,
+                self.names[WS + self.ws.len() + f],
+            ),
+            None => (self.ws[tier].get(&self.src)?, self.names[WS + tier]),
+        })
     }
 
     /// Tensor-core kernel `f` (name slot `i` of `format_kernel_names`) with its name.
     fn named<'a>(
-        &self,
-        f: &'a Option<CudaFunction>,
+        &'a self,
+        f: &'a Option<Lazy>,
         i: usize,
     ) -> Result<(&'a CudaFunction, &'static str)> {
         Ok((self.tensor_core(f, i)?, self.names[i]))
     }
 
-    fn tensor_core<'a>(&self, f: &'a Option<CudaFunction>, i: usize) -> Result<&'a CudaFunction> {
-        f.as_ref().ok_or_else(|| {
-            Error::Unsupported(format!(
-                "kernel `{}` is not in the loaded PTX module (sm_{}): the MMQ and fused kernels \
-                 need tensor cores (sm_{}+); that module holds only the weight-stationary path",
-                self.names[i],
-                self.ptx_arch,
-                ptx::MMA_MIN_ARCH
-            ))
-        })
+    fn tensor_core<'a>(&'a self, f: &'a Option<Lazy>, i: usize) -> Result<&'a CudaFunction> {
+        f.as_ref()
+            .ok_or_else(|| {
+                Error::Unsupported(format!(
+                    "kernel `{}` is not in the loaded PTX module (sm_{}): the MMQ and fused \
+                     kernels need tensor cores (sm_{}+); that module holds only the \
+                     weight-stationary path",
+                    self.names[i],
+                    self.ptx_arch,
+                    ptx::MMA_MIN_ARCH
+                ))
+            })?
+            .get(&self.src)
     }
 }
 
@@ -237,21 +251,22 @@ macro_rules! format_table {
         }
 
         pub(super) fn load_formats(
-            module: &Arc<CudaModule>,
+            src: &Arc<KernelSource>,
             ptx_arch: u32,
         ) -> Result<Vec<FormatKernels>> {
+            let load = |name| Lazy::new(src, name);
             // Absent from a module without tensor-core kernels; required in every other.
-            let mma = |name| -> Result<Option<CudaFunction>> {
+            let mma = |name| -> Result<Option<Lazy>> {
                 if ptx::has_mma(ptx_arch) {
-                    load(module, name).map(Some)
+                    load(name).map(Some)
                 } else {
                     Ok(None)
                 }
             };
             // Only in the modules with bulk copies.
-            let bulk = |name| -> Result<Option<CudaFunction>> {
+            let bulk = |name| -> Result<Option<Lazy>> {
                 if ptx::has_bulk(ptx_arch) {
-                    load(module, name).map(Some)
+                    load(name).map(Some)
                 } else {
                     Ok(None)
                 }
@@ -271,16 +286,17 @@ macro_rules! format_table {
                 mmq_swiglu: [mma(stringify!($pipe_sw))?, mma(stringify!($narrow_sw))?],
                 mmq_flat: [mma(stringify!($flat))?, mma(stringify!($flat_sw))?],
                 ws: [
-                    load(module, stringify!($c16))?,
-                    load(module, stringify!($c32))?,
-                    load(module, stringify!($c64))?,
+                    load(stringify!($c16))?,
+                    load(stringify!($c32))?,
+                    load(stringify!($c64))?,
                 ],
                 ws_fast: [
-                    load(module, stringify!($fast16))?,
-                    load(module, stringify!($fast32))?,
+                    load(stringify!($fast16))?,
+                    load(stringify!($fast32))?,
                 ],
                 names: format_kernel_names(WType::$w),
                 ptx_arch,
+                src: src.clone(),
             }),*])
         }
     };

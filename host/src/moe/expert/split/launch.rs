@@ -245,7 +245,7 @@ impl SplitPlan {
                     .as_ref()
                     .expect("ws tiles exist when ws may run");
                 let fast = ws::fast_index(self.ws_tier).filter(|_| self.ws.fast);
-                let (f, name) = k.ws_kernel(self.ws_tier, fast);
+                let (f, name) = k.ws_kernel(self.ws_tier, fast)?;
                 (f, name, dptr(t, st))
             }
         })
