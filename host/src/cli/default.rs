@@ -39,5 +39,7 @@ pub fn run(path: &str, numerics: Option<String>) -> host::Result<()> {
             interleaved: false,
             seed: 1,
         },
-    )
+    )?;
+    println!("{}", session.gpu.kernels.load_summary());
+    Ok(())
 }

@@ -133,7 +133,11 @@ pub fn run(a: &PrefillArgs) -> Result<()> {
             synthetic_shape(a)?;
             synthetic_routing(a)?;
             match super::open_session()? {
-                Some(s) => run_synthetic(&s, a),
+                Some(s) => {
+                    run_synthetic(&s, a)?;
+                    println!("{}", s.gpu.kernels.load_summary());
+                    Ok(())
+                }
                 None => cpu_only(a),
             }
         }
@@ -141,7 +145,11 @@ pub fn run(a: &PrefillArgs) -> Result<()> {
             let f = GgufFile::open(path)?;
             let chosen = model::choose_layers(&f, &a.layer)?;
             match super::open_session()? {
-                Some(s) => run_gguf(&s, a, &f, &chosen),
+                Some(s) => {
+                    run_gguf(&s, a, &f, &chosen)?;
+                    println!("{}", s.gpu.kernels.load_summary());
+                    Ok(())
+                }
                 None => cpu_model(a, choice, &f, &chosen),
             }
         }

@@ -25,6 +25,7 @@ macro_rules! kernels {
         pub struct Kernels {
             $(pub $name: CudaFunction,)*
             formats: Vec<FormatKernels>,
+            src: Arc<KernelSource>,
         }
         /// Names of the kernels not tied to a weight format.
         const COMMON_KERNEL_NAMES: &[&str] = &[$(stringify!($name)),*];
@@ -34,6 +35,7 @@ macro_rules! kernels {
                 Ok(Kernels {
                     $($name: src.load(stringify!($name))?,)*
                     formats: load_formats(src, ptx_arch)?,
+                    src: src.clone(),
                 })
             }
         }
@@ -89,6 +91,11 @@ pub fn kernel_names_in(arch: u32) -> Vec<&'static str> {
 }
 
 impl Kernels {
+    /// What has been loaded so far, in a line for reports (`KernelSource::summary`).
+    pub fn load_summary(&self) -> String {
+        self.src.summary()
+    }
+
     /// The kernels of weight format `w`.
     pub fn format(&self, w: WType) -> Result<&FormatKernels> {
         self.formats

@@ -4,7 +4,9 @@
 //! that does not split (`ptx::split` answers `None`) is loaded whole, as one module.
 
 use std::borrow::Cow;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
+use std::time::Instant;
 
 use cudarc::driver::{CudaContext, CudaFunction, CudaModule};
 
@@ -16,6 +18,9 @@ pub struct KernelSource {
     ctx: Arc<CudaContext>,
     text: Cow<'static, str>,
     form: Form,
+    /// Modules loaded so far, and the nanoseconds spent in their loads (the driver's compile).
+    loads: AtomicUsize,
+    load_ns: AtomicU64,
 }
 
 enum Form {
@@ -29,18 +34,42 @@ impl KernelSource {
     /// The kernels of `text` in context `ctx`: split, or (where the text does not split) the
     /// whole module loaded now.
     pub fn new(ctx: &Arc<CudaContext>, text: Cow<'static, str>) -> Result<Self> {
-        let form = match ptx::split(&text) {
-            Some(parts) => Form::Split(parts),
-            None => Form::Whole(
-                ctx.load_module(text.as_ref().into())
-                    .op("cuModuleLoadData (PTX)")?,
+        let t0 = Instant::now();
+        let (form, loads) = match ptx::split(&text) {
+            Some(parts) => (Form::Split(parts), 0),
+            None => (
+                Form::Whole(
+                    ctx.load_module(text.as_ref().into())
+                        .op("cuModuleLoadData (PTX)")?,
+                ),
+                1,
             ),
         };
         Ok(KernelSource {
             ctx: ctx.clone(),
             text,
             form,
+            loads: AtomicUsize::new(loads),
+            load_ns: AtomicU64::new(if loads > 0 { nanos(t0) } else { 0 }),
         })
+    }
+
+    /// What has been loaded: one line for a report (how many of the text's kernels, the time
+    /// the driver took to load - on a first run, to compile - them).
+    pub fn summary(&self) -> String {
+        let s = self.load_ns.load(Ordering::Relaxed) as f64 * 1e-9;
+        match &self.form {
+            Form::Split(parts) => format!(
+                "kernels: {} of the module's {} loaded, one module each, {s:.2} s in the \
+                 driver's loads (its JIT compile on a first run, its cache after)",
+                self.loads.load(Ordering::Relaxed),
+                parts.names(&self.text).count()
+            ),
+            Form::Whole(_) => format!(
+                "kernels: the PTX loaded whole (it does not split into kernels), {s:.2} s in \
+                 the driver's load"
+            ),
+        }
     }
 
     /// Whether the text holds kernel `name` (nothing is loaded).
@@ -58,9 +87,14 @@ impl KernelSource {
                 let one = parts
                     .kernel(&self.text, name)
                     .ok_or(Error::MissingKernel(name))?;
-                self.ctx
+                let t0 = Instant::now();
+                let m = self
+                    .ctx
                     .load_module(one.into())
-                    .op("cuModuleLoadData (one kernel's PTX)")?
+                    .op("cuModuleLoadData (one kernel's PTX)")?;
+                self.load_ns.fetch_add(nanos(t0), Ordering::Relaxed);
+                self.loads.fetch_add(1, Ordering::Relaxed);
+                m
             }
             Form::Whole(module) => module.clone(),
         };
@@ -68,6 +102,10 @@ impl KernelSource {
             .load_function(name)
             .map_err(|_| Error::MissingKernel(name))
     }
+}
+
+fn nanos(t0: Instant) -> u64 {
+    t0.elapsed().as_nanos().try_into().unwrap_or(u64::MAX)
 }
 
 /// A kernel resolved on first use: its name, checked against the text when the table is built,
