@@ -8,9 +8,10 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::Instant;
 
-use cudarc::driver::{CudaContext, CudaFunction, CudaModule};
+use cudarc::driver::sys::CUresult;
+use cudarc::driver::{CudaContext, CudaFunction, CudaModule, DriverError};
 
-use crate::error::{DriverOp, Error, Result};
+use crate::error::{Error, Result};
 use crate::ptx;
 
 /// The PTX text of the loaded target and how its kernels are loaded.
@@ -40,7 +41,7 @@ impl KernelSource {
             None => (
                 Form::Whole(
                     ctx.load_module(text.as_ref().into())
-                        .op("cuModuleLoadData (PTX)")?,
+                        .map_err(|e| load_error(e, "cuModuleLoadData (PTX)", &text))?,
                 ),
                 1,
             ),
@@ -88,10 +89,9 @@ impl KernelSource {
                     .kernel(&self.text, name)
                     .ok_or(Error::MissingKernel(name))?;
                 let t0 = Instant::now();
-                let m = self
-                    .ctx
-                    .load_module(one.into())
-                    .op("cuModuleLoadData (one kernel's PTX)")?;
+                let m = self.ctx.load_module(one.into()).map_err(|e| {
+                    load_error(e, "cuModuleLoadData (one kernel's PTX)", &self.text)
+                })?;
                 self.load_ns.fetch_add(nanos(t0), Ordering::Relaxed);
                 self.loads.fetch_add(1, Ordering::Relaxed);
                 m
@@ -102,6 +102,26 @@ impl KernelSource {
             .load_function(name)
             .map_err(|_| Error::MissingKernel(name))
     }
+}
+
+/// A failed module load as an error: where the driver is older than the text's PTX ISA, one
+/// that says so and what to do (the sm_90 module is ISA 8.0, which needs a CUDA 12.0 driver;
+/// the older modules 7.0, CUDA 11.0); any other failure as the driver's error.
+fn load_error(source: DriverError, op: &'static str, text: &str) -> Error {
+    if source.0 != CUresult::CUDA_ERROR_UNSUPPORTED_PTX_VERSION {
+        return Error::Driver { op, source };
+    }
+    let isa = text
+        .lines()
+        .find_map(|l| l.strip_prefix(".version "))
+        .map_or("?", str::trim);
+    Error::NoGpu(format!(
+        "the CUDA driver cannot compile this build's PTX (ISA {isa}; {:?}): it is older than \
+         that ISA. Update the NVIDIA driver (ISA 8.0 needs a driver for CUDA 12.0 or newer, 7.0 \
+         one for CUDA 11.0), or set {}=80 to load the sm_80 module (ISA 7.0, every path)",
+        source.0,
+        crate::device::PTX_ARCH_VAR
+    ))
 }
 
 fn nanos(t0: Instant) -> u64 {
@@ -135,5 +155,28 @@ impl Lazy {
         }
         let f = src.load(self.name)?;
         Ok(self.f.get_or_init(|| f))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_old_driver_is_told_to_update_or_load_an_older_module() {
+        let text = "//\n.version 8.0\n.target sm_90\n";
+        let e = load_error(
+            DriverError(CUresult::CUDA_ERROR_UNSUPPORTED_PTX_VERSION),
+            "op",
+            text,
+        );
+        let msg = e.to_string();
+        assert!(matches!(e, Error::NoGpu(_)), "{msg}");
+        assert!(
+            msg.contains("ISA 8.0") && msg.contains("MOE_PTX_ARCH=80"),
+            "{msg}"
+        );
+        let other = load_error(DriverError(CUresult::CUDA_ERROR_INVALID_PTX), "op", text);
+        assert!(matches!(other, Error::Driver { op: "op", .. }), "{other}");
     }
 }
