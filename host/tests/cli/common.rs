@@ -72,8 +72,22 @@ impl Run {
     }
 }
 
+/// The CLI binary: cargo's build of it, or, where the test binary was moved away from its
+/// target directory together with the CLI (a GPU machine with no Rust toolchain), the
+/// `moe-prefill` beside this test binary.
+fn binary() -> PathBuf {
+    let built = PathBuf::from(env!("CARGO_BIN_EXE_moe-prefill"));
+    if built.exists() {
+        return built;
+    }
+    let beside = std::env::current_exe()
+        .expect("the test binary's path")
+        .with_file_name("moe-prefill");
+    if beside.exists() { beside } else { built }
+}
+
 pub fn moe_prefill(args: &[&str], hide_gpu: bool) -> Run {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_moe-prefill"));
+    let mut c = Command::new(binary());
     c.args(args);
     if hide_gpu {
         c.env("CUDA_VISIBLE_DEVICES", "");
