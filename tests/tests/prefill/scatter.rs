@@ -12,7 +12,7 @@ use host::problem::{MoeShape, Routing};
 use host::synth::{self, Popularity, SyntheticLayer};
 use tests::*;
 
-use crate::common::*;
+use super::common::*;
 
 const FORMS: [(ScatterForms, &str); 3] = [
     (
