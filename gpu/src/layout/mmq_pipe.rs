@@ -37,7 +37,10 @@ pub const MMQ_PIPE_BAR_ARRIVALS: usize = 1;
 /// and decode, each thread `MMQ_THREADS / (32 x this)` of the flat kernel's threads' groups.
 /// Two: measured on an H100 at T = 16,384 (BENCHMARKS.md), the flat products with one producer
 /// warp took 1.7x (Q2_0 / Q2_0) and 1.9x (IQ2_S / IQ4_NL) the flat kernels' layer time, with
-/// two 1.03x and 1.06x: the producers' decode bounds the K loop.
+/// two 1.03x and 1.06x: the producers' decode bounds the K loop. Four (80 registers, the
+/// consumers' K step with 3 local loads for Q2_0, 21 for IQ2_S) measured the same way: 1.035x
+/// two warps' time for Q2_0 / Q2_0, 0.98x for IQ2_S / IQ4_NL, and 1.07x and 1.05x the flat
+/// kernels': halving the producer's chain again no longer pays.
 pub const MMQ_WS_PRODUCER_WARPS: usize = 2;
 /// Threads of a warp-specialized flat CTA: the flat kernel's [`MMQ_THREADS`] as consumers (they
 /// multiply) and [`MMQ_WS_PRODUCER_WARPS`] producer warps.

@@ -312,8 +312,8 @@ macro_rules! mmq_kernels {
         }
 
         /// The flat MMQ product (either product, no epilogue) warp specialized (sm_90 modules:
-        /// 8 warps multiply, a ninth copies and decodes) for one weight format; see
-        /// gpu/src/moe/mmq/pipe/ws.rs.
+        /// 8 warps multiply, `MMQ_WS_PRODUCER_WARPS` more copy and decode) for one weight
+        /// format; see gpu/src/moe/mmq/pipe/ws.rs.
         ///
         /// # Safety
         /// As `pipe::mmq_flat_ws`.

@@ -39,8 +39,8 @@
 //!   shape).
 //!
 //! - Warp-specialized flat form (sm_90: the flat kernel without the epilogue as a kernel of its
-//!   own, `moe_mmq_flat_ws_<type>`, ws.rs): 8 warps multiply, a ninth copies and decodes, the
-//!   decoded tiles handed over on `mbarrier`s (opt-in on the host: `MOE_MMQ_FLAT_WS=on`).
+//!   own, `moe_mmq_flat_ws_<type>`, ws.rs): 8 warps multiply, `MMQ_WS_PRODUCER_WARPS` more copy
+//!   and decode, the decoded tiles handed over on `mbarrier`s (opt-in on the host: `MOE_MMQ_FLAT_WS=on`).
 //!
 //! - SwiGLU epilogue (`moe_mmq_(pipe|narrow)_swiglu_<type>`, gate/up only; swiglu.rs): the tile's
 //!   rows are gate and up rows of the same 64 features, interleaved by 8 (`Cta::row_addr`), so

@@ -29,8 +29,10 @@
 //! 16 to 20 bytes of spills in every kernel, none in a K loop. Measured on an H100 at T = 16,384
 //! (BENCHMARKS.md): with two producer warps the layer takes 1.03x (Q2_0 / Q2_0) and 1.06x
 //! (IQ2_S / IQ4_NL) the flat kernels' time, with one 1.7x and 1.9x. The producer thread's
-//! dependent K step bounds the loop, so the host runs this kernel only on request
-//! (`MOE_MMQ_FLAT_WS=on`).
+//! dependent K step bounds the loop. Four producer warps (80 registers; a consumer's K step
+//! 450 with 3 local loads for Q2_0, 785 with 21 for IQ2_S): 1.035x two warps' time for Q2_0 /
+//! Q2_0 and 0.98x for IQ2_S / IQ4_NL, still 1.07x and 1.05x the flat kernels'. So the host runs
+//! this kernel only on request (`MOE_MMQ_FLAT_WS=on`).
 
 use super::{Cta, copy, cta, tiles, weight_row};
 use crate::formats::WeightBlock;

@@ -12,8 +12,9 @@ pub const MMQ_FLAT_WS_VAR: &str = "MOE_MMQ_FLAT_WS";
 /// gate/up product where SwiGLU runs in its own kernel) on sm_90 modules. Both give the same
 /// bytes. `Off`: `moe_mmq_flat_<type>`, whose 8 warps each copy, decode and multiply, a CTA
 /// barrier a K step. `On`: `moe_mmq_flat_ws_<type>` (gpu/src/moe/mmq/pipe/ws.rs), whose 8 warps
-/// only multiply while a ninth copies and decodes. Not measured yet: `Off` stays the default
-/// until the H200 says otherwise.
+/// only multiply while `gpu::layout::MMQ_WS_PRODUCER_WARPS` more warps copy and decode.
+/// Measured (an H100, T = 16,384, BENCHMARKS.md): `On` takes 1.03-1.07x the layer time of
+/// `Off`, so `Off` is the default.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum MmqFlatWs {
     #[default]
