@@ -185,8 +185,9 @@ pub(super) fn ptxas() -> PathBuf {
         )
 }
 
-/// Runs `ptxas -arch=sm_60 -v` on `ptx`; (success, ptxas's messages).
-fn assemble_sm60(ptxas: &Path, name: &str, ptx: &str) -> (bool, String) {
+/// Runs `ptxas -arch=sm_<arch> -v` on `ptx` (`name` names its temporary files); (success,
+/// ptxas's messages).
+pub(super) fn assemble(ptxas: &Path, arch: u32, name: &str, ptx: &str) -> (bool, String) {
     let dir = std::env::temp_dir();
     let stem = format!("moe-prefill-{}-{name}", std::process::id());
     let (src, out) = (
@@ -195,7 +196,8 @@ fn assemble_sm60(ptxas: &Path, name: &str, ptx: &str) -> (bool, String) {
     );
     std::fs::write(&src, ptx).expect("temp dir should be writable");
     let run = Command::new(ptxas)
-        .args(["-arch=sm_60", "-v"])
+        .arg(format!("-arch=sm_{arch}"))
+        .arg("-v")
         .arg(&src)
         .arg("-o")
         .arg(&out)
@@ -205,6 +207,12 @@ fn assemble_sm60(ptxas: &Path, name: &str, ptx: &str) -> (bool, String) {
     let _ = std::fs::remove_file(&out);
     let text =
         String::from_utf8_lossy(&run.stderr).into_owned() + &String::from_utf8_lossy(&run.stdout);
+    (run.status.success(), text)
+}
+
+/// [`assemble`] for sm_60, where a ptxas without sm_60 is a failure that says so.
+fn assemble_sm60(ptxas: &Path, name: &str, ptx: &str) -> (bool, String) {
+    let (ok, text) = assemble(ptxas, 60, name, ptx);
     // A ptxas without sm_60 (CUDA 13.x) says so for any input: not a finding about our PTX.
     assert!(
         !lacks_target(&text),
@@ -212,7 +220,7 @@ fn assemble_sm60(ptxas: &Path, name: &str, ptx: &str) -> (bool, String) {
         ptxas.display(),
         ptxas_version(ptxas)
     );
-    (run.status.success(), text)
+    (ok, text)
 }
 
 /// Whether ptxas's messages say it has no such target (`-arch`): CUDA 13.x's ptxas has no

@@ -5,36 +5,24 @@
 //! a module's target (CUDA 13.x has no sm_60) still checks the other modules, then fails naming
 //! the target it could not check.
 
-use std::process::Command;
-
 use host::ptx::MODULES;
 
 #[test]
 #[ignore = "needs ptxas of CUDA 12.x (sm_60): set MOE_PTXAS"]
 fn each_kernel_module_assembles_with_ptxas() {
     let ptxas = super::sm60::ptxas();
-    let dir = std::env::temp_dir().join(format!("moe-prefill-split-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).expect("temp dir should be writable");
-    let (src, out) = (dir.join("kernel.ptx"), dir.join("kernel.cubin"));
     let (mut n, mut failed, mut no_target) = (0, Vec::new(), Vec::new());
     for (arch, ptx) in MODULES {
         let parts = host::ptx::split(ptx).expect("each module splits (each_module_splits_...)");
         for name in parts.names(ptx) {
-            std::fs::write(&src, parts.kernel(ptx, name).unwrap()).expect("writable");
-            let run = Command::new(&ptxas)
-                .arg(format!("-arch=sm_{arch}"))
-                .arg(&src)
-                .arg("-o")
-                .arg(&out)
-                .output()
-                .unwrap_or_else(|e| panic!("cannot run {}: {e}", ptxas.display()));
-            let text = String::from_utf8_lossy(&run.stderr).into_owned();
+            let one = parts.kernel(ptx, name).unwrap();
+            let (ok, text) = super::sm60::assemble(&ptxas, arch, name, &one);
             if super::sm60::lacks_target(&text) {
                 // Not a finding about this module: the other targets are still checked.
                 no_target.push(format!("sm_{arch}"));
                 break;
             }
-            if !run.status.success() {
+            if !ok {
                 failed.push(format!(
                     "sm_{arch}: {name}'s module does not assemble:\n{text}"
                 ));
@@ -42,7 +30,6 @@ fn each_kernel_module_assembles_with_ptxas() {
             n += 1;
         }
     }
-    let _ = std::fs::remove_dir_all(&dir);
     println!("{n} kernel modules checked");
     assert!(failed.is_empty(), "{}", failed.join("\n"));
     assert!(
