@@ -6,7 +6,9 @@ use std::ffi::OsString;
 
 use host::device::{PTX_ARCH_VAR, PTX_OVERRIDE_VAR};
 use host::moe::expert::fused::{NT_VAR, PREFETCH_VAR};
-use host::moe::expert::mmq::{MMQ_KERNEL_VAR, MMQ_ORDER_VAR, MMQ_TMA_VAR, MMQ_WEIGHT_L2_VAR};
+use host::moe::expert::mmq::{
+    MMQ_FLAT_WS_VAR, MMQ_KERNEL_VAR, MMQ_ORDER_VAR, MMQ_TMA_VAR, MMQ_WEIGHT_L2_VAR,
+};
 use host::moe::expert::products::SWIGLU_VAR;
 use host::moe::expert::ws::{WS_COLS_VAR, WS_FAST_VAR};
 use host::moe::scatter::{GATHER_VAR, ONE_VAR};
@@ -19,8 +21,9 @@ use super::CEILINGS_VAR;
 const PREFIX: &str = "MOE_";
 
 /// Every variable the binary reads.
-const READ: [&str; 16] = [
+const READ: [&str; 17] = [
     MMQ_KERNEL_VAR,
+    MMQ_FLAT_WS_VAR,
     MMQ_ORDER_VAR,
     MMQ_TMA_VAR,
     MMQ_WEIGHT_L2_VAR,
@@ -138,6 +141,57 @@ mod tests {
         for (i, name) in all.iter().enumerate() {
             assert!(name.starts_with(PREFIX), "{name}");
             assert!(!all[i + 1..].contains(name), "{name} listed twice");
+        }
+    }
+
+    /// The `"MOE_..."` string literals of the `.rs` files under `dir`, this file's excepted (its
+    /// tests name misspelt variables on purpose), with the file each came from.
+    fn literals_under(dir: &std::path::Path, out: &mut Vec<(String, String)>) {
+        for e in std::fs::read_dir(dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display())) {
+            let path = e.unwrap().path();
+            if path.is_dir() {
+                literals_under(&path, out);
+                continue;
+            }
+            if path.extension().is_none_or(|x| x != "rs") || path.ends_with("cli/env.rs") {
+                continue;
+            }
+            let text = std::fs::read_to_string(&path).unwrap();
+            for (at, _) in text.match_indices("\"MOE_") {
+                let name: String = text[at + 1..]
+                    .chars()
+                    .take_while(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || *c == '_')
+                    .collect();
+                out.push((name, path.display().to_string()));
+            }
+        }
+    }
+
+    /// A variable some code reads but `READ` leaves out would draw the warning that nothing
+    /// reads it (so it was with `MOE_MMQ_FLAT_WS`): every `MOE_*` name the sources spell out is
+    /// one of the lists.
+    #[test]
+    fn every_variable_the_sources_name_is_listed() {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+        let mut found = Vec::new();
+        for dir in ["host/src", "tests", "benches"] {
+            literals_under(&root.join(dir), &mut found);
+        }
+        let listed = |n: &str| {
+            READ.contains(&n) || TESTS_ONLY.contains(&n) || RETIRED.iter().any(|(old, _)| *old == n)
+        };
+        for (name, file) in &found {
+            assert!(
+                listed(name),
+                "{name} (in {file}) is in none of READ, TESTS_ONLY, RETIRED"
+            );
+        }
+        // The scan saw the names: each of READ's is spelt out where it is defined.
+        for name in READ {
+            assert!(
+                found.iter().any(|(n, _)| n == name),
+                "{name} not found by the scan"
+            );
         }
     }
 }
