@@ -215,3 +215,41 @@ fn warp_specialized_flat_fits_two_ctas_an_sm() {
     assert!(2 * MMQ_WS_THREADS * (cap + 8) > SM_REGISTERS);
     assert_eq!(MMQ_WS_THREADS, MMQ_THREADS + 32 * MMQ_WS_PRODUCER_WARPS);
 }
+
+/// Each activation scale of a step copied once into the decoded tile's scale array, and a
+/// warp's 32 reads and 32 stores of them in 32 banks (wide and flat shapes) - `xscale_item`.
+#[test]
+fn xscale_items_cover_each_scale_once_without_bank_conflicts() {
+    for shape in [MmqPipeShape::Wide, MmqPipeShape::Flat] {
+        let cols = shape.cols();
+        let mut seen = [[false; MMQ_FLAT_COLS]; 4];
+        for chunk in 0..4 * cols / 32 {
+            let (mut reads, mut stores) = (0u32, 0u32);
+            for lane in 0..32 {
+                let (g, c) = shape.xscale_item(32 * chunk + lane);
+                assert!(g < 4 && c < cols, "{shape:?}: {g} {c}");
+                assert!(!seen[g][c], "{shape:?}: ({g}, {c}) twice");
+                seen[g][c] = true;
+                reads |= 1 << ((c * MMQ_SMEM_ROW / 4 + g) % 32);
+                stores |= 1 << ((g * cols + shape.col_slot(c)) % 32);
+            }
+            assert_eq!(
+                reads,
+                u32::MAX,
+                "{shape:?} chunk {chunk}: reads in fewer than 32 banks"
+            );
+            assert_eq!(
+                stores,
+                u32::MAX,
+                "{shape:?} chunk {chunk}: stores in fewer than 32 banks"
+            );
+        }
+        assert!(
+            seen.iter().all(|g| g[..cols].iter().all(|&s| s)),
+            "{shape:?}"
+        );
+    }
+    // Column order elsewhere.
+    let n = MmqPipeShape::Narrow;
+    assert_eq!(n.xscale_item(17), (1, 1));
+}
