@@ -202,7 +202,7 @@ impl MmqPipeShape {
     /// column order.
     pub const fn xscale_item(self, i: usize) -> (usize, usize) {
         let cols = self.cols();
-        if !cols.is_multiple_of(32) || self.nt() != 4 {
+        if cols % 32 != 0 || self.nt() != 4 {
             return (i / cols, i % cols);
         }
         let (lane, chunk) = (i % 32, i / 32);
