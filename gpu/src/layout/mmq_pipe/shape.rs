@@ -190,25 +190,4 @@ impl MmqPipeShape {
         let (wn, n, t, j) = (c / warp_cols, (c / 8) % nt, (c / 2) % 4, c % 2);
         warp_cols * wn + 2 * nt * t + 2 * n + j
     }
-
-    /// The activation scale that item `i < 4 cols()` of a decoded-tile decode copies into the
-    /// scale array (tiles.rs's `decode`), as `(group, column)`. Where the shape's warps take
-    /// 32-column tiles of four 8-column tiles (the wide and flat shapes), a warp's 32 items are
-    /// the 8 columns of one 8-column tile for each group, the four groups on four different
-    /// tiles: the warp's 32 reads (column `c`'s scale of group `g`, word `36 c + g` of the
-    /// step's activation blocks) and its 32 stores (word `g cols() + col_slot(c)`) then fall in
-    /// 32 different banks. In column order (one group a warp, 32 columns), the reads fell in 8
-    /// banks: 4-way conflicts (ncu, the flat Q2_0 kernel, the fortieth session). Other shapes:
-    /// column order.
-    pub const fn xscale_item(self, i: usize) -> (usize, usize) {
-        let cols = self.cols();
-        if cols % 32 != 0 || self.nt() != 4 {
-            return (i / cols, i % cols);
-        }
-        let (lane, chunk) = (i % 32, i / 32);
-        let per = cols / 32;
-        let g = lane / 8;
-        let tile = 4 * (chunk % per) + (g + chunk / per) % 4;
-        (g, 8 * tile + lane % 8)
-    }
 }

@@ -71,14 +71,12 @@ unsafe fn decode<B: WeightBlock>(c: &Cta, j: u32) {
         store(0, q0, s0);
     }
     let cols = c.shape.cols() as u32;
-    // Passes over the threads (wide: one, every thread, 4 groups x 64 columns; flat: two), each
-    // warp's items in 32 banks (`MmqPipeShape::xscale_item`).
+    // Passes over the threads (wide: one, every thread, 4 groups x 64 columns; flat: two).
     let passes = (4 * c.shape.cols()).div_ceil(MMQ_THREADS);
     for pass in 0..passes {
         let i = tid + (pass * MMQ_THREADS) as u32;
-        let (g, col) = c.shape.xscale_item(i as usize);
-        let (g, col) = (g as u32, col as u32);
-        if c.shape.cols() * 4 >= MMQ_THREADS * (pass + 1) || i < 4 * cols {
+        let (g, col) = (i / cols, i % cols);
+        if c.shape.cols() * 4 >= MMQ_THREADS * (pass + 1) || g < 4 {
             // SAFETY: column < cols, group < 4: inside the stage's blocks and the scale array
             // (a column past the tile's count copies a stale scale that no stored output uses).
             unsafe {
@@ -365,8 +363,7 @@ unsafe fn store_group<B: WeightBlock>(
 #[inline(always)]
 pub(super) fn xscale_at(c: &Cta, j: u32, i: u32) -> (u32, u32) {
     let cols = c.shape.cols() as u32;
-    let (g, col) = c.shape.xscale_item(i as usize);
-    let (g, col) = (g as u32, col as u32);
+    let (g, col) = (i / cols, i % cols);
     let slot = c.shape.col_slot(col as usize) as u32;
     (
         c.acts(j) + col * ROW + g * 4,
