@@ -1,0 +1,242 @@
+//! Issue-rate probes of two product forms with MMQ's MAGIC epilogue, operands resident in shared
+//! memory (no copies, no decode, no barrier in the loop): what each form can issue on its own.
+//! The values are zeros: only the time is read (scripts/probe_issue.py). Built by
+//! scripts/build_probes.sh for sm_90a (`wgmma`); src/wg.rs and src/ep.rs come from gen.py.
+#![no_std]
+#![feature(abi_ptx, asm_experimental_arch, stdarch_nvptx, core_float_math)]
+#![allow(clippy::missing_safety_doc)]
+
+use core::arch::asm;
+mod ep;
+mod wg;
+use ep::epilogue;
+use wg::{wgmma_64x64x32, wgmma_fence, wgmma_wait};
+
+core::arch::global_asm!(".extern .shared .align 128 .b8 SMEM[];");
+
+#[panic_handler]
+fn panic(_: &core::panic::PanicInfo) -> ! {
+    loop {}
+}
+
+const MAGIC: i32 = 0x4B40_0000;
+const MAGIC_F: f32 = 12_582_912.0;
+const ROW: u32 = 144;
+
+#[inline(always)]
+fn smem_base() -> u32 {
+    let r: u32;
+    unsafe { asm!("mov.u32 {r}, SMEM;", r = out(reg32) r, options(pure, nomem, nostack)) };
+    r
+}
+#[inline(always)]
+fn tid() -> u32 {
+    unsafe { core::arch::nvptx::_thread_idx_x() as u32 }
+}
+#[inline(always)]
+fn ctaid() -> u32 {
+    unsafe { core::arch::nvptx::_block_idx_x() as u32 }
+}
+#[inline(always)]
+fn sync() {
+    unsafe { core::arch::nvptx::_syncthreads() };
+}
+#[inline(always)]
+fn fma(a: f32, b: f32, c: f32) -> f32 {
+    core::f32::math::mul_add(a, b, c)
+}
+#[inline(always)]
+unsafe fn st4(addr: u32, v: [u32; 4]) {
+    unsafe {
+        asm!("st.shared.v4.b32 [{p}], {{{a}, {b}, {c}, {d}}};", p = in(reg32) addr,
+             a = in(reg32) v[0], b = in(reg32) v[1], c = in(reg32) v[2], d = in(reg32) v[3], options(nostack));
+    }
+}
+#[inline(always)]
+unsafe fn ld4(addr: u32) -> [f32; 4] {
+    let (a, b, c, d): (u32, u32, u32, u32);
+    unsafe {
+        asm!("ld.shared.v4.b32 {{{a}, {b}, {c}, {d}}}, [{p}];", a = out(reg32) a, b = out(reg32) b,
+             c = out(reg32) c, d = out(reg32) d, p = in(reg32) addr, options(readonly, nostack));
+    }
+    [
+        f32::from_bits(a),
+        f32::from_bits(b),
+        f32::from_bits(c),
+        f32::from_bits(d),
+    ]
+}
+#[inline(always)]
+unsafe fn ld2(addr: u32) -> [f32; 2] {
+    let (a, b): (u32, u32);
+    unsafe {
+        asm!("ld.shared.v2.b32 {{{a}, {b}}}, [{p}];", a = out(reg32) a, b = out(reg32) b,
+             p = in(reg32) addr, options(readonly, nostack));
+    }
+    [f32::from_bits(a), f32::from_bits(b)]
+}
+#[inline(always)]
+unsafe fn ldmatrix_x4(addr: u32) -> [u32; 4] {
+    let (a, b, c, d): (u32, u32, u32, u32);
+    unsafe {
+        asm!("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {{{a}, {b}, {c}, {d}}}, [{p}];",
+             a = out(reg32) a, b = out(reg32) b, c = out(reg32) c, d = out(reg32) d,
+             p = in(reg32) addr, options(readonly, nostack));
+    }
+    [a, b, c, d]
+}
+#[inline(always)]
+fn mma(a: [u32; 4], b: [u32; 2], c: i32) -> [i32; 4] {
+    let (d0, d1, d2, d3): (i32, i32, i32, i32);
+    unsafe {
+        asm!("mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {{{d0}, {d1}, {d2}, {d3}}}, {{{a0}, {a1}, {a2}, {a3}}}, {{{b0}, {b1}}}, {{{z}, {z}, {z}, {z}}};",
+             d0 = out(reg32) d0, d1 = out(reg32) d1, d2 = out(reg32) d2, d3 = out(reg32) d3,
+             a0 = in(reg32) a[0], a1 = in(reg32) a[1], a2 = in(reg32) a[2], a3 = in(reg32) a[3],
+             b0 = in(reg32) b[0], b1 = in(reg32) b[1], z = in(reg32) c,
+             options(pure, nomem, nostack));
+    }
+    [d0, d1, d2, d3]
+}
+
+/// Zeroes the first 32 KB of the dynamic shared memory (every probe's operands live there).
+#[inline(always)]
+fn zero_smem() {
+    let base = smem_base();
+    let mut i = tid() * 16;
+    while i < 32768 {
+        unsafe { st4(base + i, [0; 4]) };
+        i += 256 * 16;
+    }
+    sync();
+}
+
+/// The flat kernel's group loop (tiles.rs `product_nt` with NT = 4, mts = 2): 8 warps as 2 x 4,
+/// each a 32 x 32 tile, 4 groups of 32 K values a step, `iters` steps.
+#[unsafe(no_mangle)]
+pub unsafe extern "ptx-kernel" fn probe_mma(out: *mut f32, iters: u32) {
+    unsafe { mma_loop::<false>(out, iters) }
+}
+
+/// [`probe_mma`] with a CTA barrier after each step, as the flat kernels have one a step.
+#[unsafe(no_mangle)]
+pub unsafe extern "ptx-kernel" fn probe_mma_bar(out: *mut f32, iters: u32) {
+    unsafe { mma_loop::<true>(out, iters) }
+}
+
+#[inline(always)]
+unsafe fn mma_loop<const BAR: bool>(out: *mut f32, iters: u32) {
+    zero_smem();
+    let tid = tid();
+    let (lane, warp) = (tid % 32, tid / 32);
+    let (wm, wn) = (warp % 2, warp / 2);
+    let (gr, tc) = (lane / 4, lane % 4);
+    let base = smem_base();
+    let (t, wscales, acts, xscales) = (base, base + 9216, base + 10240, base + 28672);
+    let mut acc = [[[0f32; 4]; 4]; 2];
+    // 4 that neither LLVM nor ptxas can see (iters < 2^31): the groups stay a loop, as in the flat
+    // kernels (tiles.rs), with or without the barrier (with a plain 4 LLVM unrolled them in the
+    // barrier's form, and ptxas both forms when the 4 came from a `mov`).
+    let groups = 4 + (iters >> 31);
+    for _ in 0..iters {
+        for g in 0..groups {
+            unsafe {
+                let da = ld4(wscales + (g * 64 + wm * 32 + gr * 4) * 4);
+                let off = [
+                    -(MAGIC_F * da[0]),
+                    -(MAGIC_F * da[1]),
+                    -(MAGIC_F * da[2]),
+                    -(MAGIC_F * da[3]),
+                ];
+                let xsc = xscales + (g * 128 + wn * 32 + tc * 8) * 4;
+                let db = [ld4(xsc), ld4(xsc + 16)];
+                let mut af = [[0u32; 4]; 2];
+                for mt in 0..2u32 {
+                    let r = wm * 32 + mt * 16 + lane % 16;
+                    af[mt as usize] = ldmatrix_x4(t + r * ROW + g * 32 + (lane / 16) * 16);
+                }
+                let mut bf = [[0u32; 2]; 4];
+                for np in 0..2u32 {
+                    let col = wn * 32 + np * 16 + lane % 8 + 8 * (lane / 16);
+                    let v = ldmatrix_x4(acts + col * ROW + 16 + g * 32 + ((lane / 8) % 2) * 16);
+                    bf[2 * np as usize] = [v[0], v[1]];
+                    bf[2 * np as usize + 1] = [v[2], v[3]];
+                }
+                for nt in 0..4 {
+                    let dbn = [db[nt / 2][2 * (nt % 2)], db[nt / 2][2 * (nt % 2) + 1]];
+                    for mt in 0..2 {
+                        let m = mma(af[mt], bf[nt], MAGIC);
+                        for i in 0..4 {
+                            let s = 2 * mt + i / 2;
+                            let p = fma(f32::from_bits(m[i] as u32), da[s], off[s]);
+                            acc[mt][nt][i] = fma(p, dbn[i % 2], acc[mt][nt][i]);
+                        }
+                    }
+                }
+            }
+        }
+        if BAR {
+            sync();
+        }
+    }
+    let mut s = 0.0f32;
+    for mt in 0..2 {
+        for nt in 0..4 {
+            for i in 0..4 {
+                s += acc[mt][nt][i];
+            }
+        }
+    }
+    unsafe { *out.add((ctaid() * 256 + tid) as usize) = s };
+}
+
+/// A shared-memory matrix descriptor (no swizzle): start, leading 128 B, stride 256 B.
+#[inline(always)]
+fn desc(addr: u32) -> u64 {
+    ((addr as u64 & 0x3_ffff) >> 4) | ((128u64 >> 4) << 16) | ((256u64 >> 4) << 32)
+}
+
+/// Two warpgroups, each 64 rows x 64 columns (the CTA 64 x 128, as the flat tile), `wgmma`
+/// m64n64k32 a group with D = A * B into one of two accumulator sets while the other's
+/// epilogue runs; 4 groups a step, `iters` steps. Each step starts with no `wgmma` pending and
+/// ends with `wait_group 0` before its last epilogue: with a `wgmma` still pending across the
+/// loop's back edge, ptxas 12.9 serialized every `wgmma` (note C7514) and put both sets in the
+/// same registers.
+#[unsafe(no_mangle)]
+pub unsafe extern "ptx-kernel" fn probe_wgmma(out: *mut f32, iters: u32) {
+    zero_smem();
+    let tid = tid();
+    let (lane, wg, w) = (tid % 32, tid / 128, (tid % 128) / 32);
+    let base = smem_base();
+    let a_at = |g: u32| base + g * 2048;
+    let b_at = |g: u32| base + 8192 + g * 4096 + wg * 2048;
+    let wsc = |g: u32| base + 24576 + (g * 64 + 16 * w + 2 * (lane / 4)) * 4;
+    let xsc = |g: u32| base + 25600 + (g * 128 + wg * 64 + (lane % 4) * 16) * 4;
+    let mut acc = [0f32; 32];
+    let mut d0 = [0u32; 32];
+    let mut d1 = [0u32; 32];
+    unsafe {
+        for _ in 0..iters {
+            d0 = wgmma_fence(d0);
+            d0 = wgmma_64x64x32(d0, desc(a_at(0)), desc(b_at(0)));
+            d1 = wgmma_fence(d1);
+            d1 = wgmma_64x64x32(d1, desc(a_at(1)), desc(b_at(1)));
+            d0 = wgmma_wait::<1>(d0);
+            acc = epilogue(d0, acc, wsc(0), xsc(0));
+            d0 = wgmma_fence(d0);
+            d0 = wgmma_64x64x32(d0, desc(a_at(2)), desc(b_at(2)));
+            d1 = wgmma_wait::<1>(d1);
+            acc = epilogue(d1, acc, wsc(1), xsc(1));
+            d1 = wgmma_fence(d1);
+            d1 = wgmma_64x64x32(d1, desc(a_at(3)), desc(b_at(3)));
+            d0 = wgmma_wait::<1>(d0);
+            acc = epilogue(d0, acc, wsc(2), xsc(2));
+            d1 = wgmma_wait::<0>(d1);
+            acc = epilogue(d1, acc, wsc(3), xsc(3));
+        }
+    }
+    let mut s = 0.0f32;
+    for i in 0..32 {
+        s += acc[i];
+    }
+    unsafe { *out.add((ctaid() * 256 + tid) as usize) = s };
+}

@@ -1,0 +1,59 @@
+#!/usr/bin/env python3
+"""Runs the issue-rate probes (probes/, built by scripts/build_probes.sh) on a GPU with CuPy:
+
+    python3 scripts/probe_issue.py PTX [ITERS]
+
+`probe_mma` is the flat kernels' group loop (tiles.rs `product_nt`, 8 warps as 2 x 4, each a
+32 x 32 tile: `ldmatrix`, `mma.sync` m16n8k32 with the MAGIC addend, two `FFMA`s a scale step),
+`probe_mma_bar` the same with a CTA barrier after each K step (as the flat kernels have),
+`probe_wgmma` the same 64 x 128 CTA tile as two warpgroups of `wgmma` m64n64k32 (D = A * B) into
+two accumulator sets, each group's epilogue (an integer add of MAGIC, the two `FFMA`s) running
+while the next group's `wgmma` does. Both loop over ITERS K steps of 4 groups on operands that
+stay in shared memory: no copies, no decode, no barrier - what each product form issues on its
+own. Each runs at 2, 3 and 1 CTAs an SM asked (by its dynamic shared memory; the occupancy the
+driver reports is printed beside), 5 timed launches of one wave, the median printed with its
+spread, as scale steps (one output, 32 K values) a millisecond, the time 25.2 G steps (the
+reference layer's products at T = 16,384) would take, and warp instructions a second (from the
+SASS counts in LOOP: ptxas 12.9 on the committed source).
+"""
+import subprocess, sys
+import cupy as cp
+
+# SASS instructions a 4-group step (ptxas 12.9 on the committed source: the group loop 98 x 4,
+# the step's own 12; the wgmma step 451)
+LOOP = {"probe_mma": 404, "probe_mma_bar": 404, "probe_wgmma": 451}
+mod = cp.RawModule(path=sys.argv[1])
+dev = cp.cuda.Device()
+nsm = dev.attributes["MultiProcessorCount"]
+print("GPU:", subprocess.run(["nvidia-smi", "--query-gpu=name,clocks.sm,clocks.max.sm", "--format=csv,noheader"], capture_output=True, text=True).stdout.strip(), "SMs", nsm)
+iters = int(sys.argv[2]) if len(sys.argv) > 2 else 4000
+for name in ["probe_mma", "probe_mma_bar", "probe_wgmma"]:
+    k = mod.get_function(name)
+    for smem, per_sm in [(113696, 2), (75000, 3), (150000, 1)]:
+        k.max_dynamic_shared_size_bytes = smem
+        grid = nsm * per_sm
+        try:
+            occ = cp.cuda.driver.occupancyMaxActiveBlocksPerMultiprocessor(k.kernel.ptr, 256, smem)
+        except Exception as ex:  # noqa
+            occ = f"? ({type(ex).__name__})"
+        out = cp.zeros(grid * 256, dtype=cp.float32)
+        try:
+            k((grid,), (256,), (out, cp.uint32(iters)), shared_mem=smem)  # warm-up
+            cp.cuda.Device().synchronize()
+        except Exception as ex:
+            print(name, per_sm, "failed:", ex, flush=True)
+            continue
+        times = []
+        for _ in range(5):
+            s, e = cp.cuda.Event(), cp.cuda.Event()
+            s.record()
+            k((grid,), (256,), (out, cp.uint32(iters)), shared_mem=smem)
+            e.record(); e.synchronize()
+            times.append(cp.cuda.get_elapsed_time(s, e))
+        times.sort()
+        ms = times[2]
+        steps = grid * 8192 * 4 * iters  # output-steps (one output, 32 K values)
+        warp_instr = grid * 8 * LOOP[name] * iters
+        print(f"{name} ctas/SM asked {per_sm} (smem {smem}, occupancy {occ}): {ms:.3f} ms (min {times[0]:.3f} max {times[-1]:.3f}), "
+              f"{steps / ms / 1e9:.2f} G steps/ms, 25.2 G steps in {25.2e9 / (steps / ms):.2f} ms, "
+              f"{warp_instr / (ms * 1e-3) / 1e9:.0f} G warp-instr/s", flush=True)
