@@ -1,11 +1,13 @@
 #!/usr/bin/env python3
 """Runs the issue-rate probes (probes/, built by scripts/build_probes.sh) on a GPU with CuPy:
 
-    python3 scripts/probe_issue.py PTX [ITERS]
+    python3 scripts/probe_issue.py PTX [ITERS] [KERNEL,KERNEL...]
 
 `probe_mma` is the flat kernels' group loop (tiles.rs `product_nt`, 8 warps as 2 x 4, each a
 32 x 32 tile: `ldmatrix`, `mma.sync` m16n8k32 with the MAGIC addend, two `FFMA`s a scale step),
 `probe_mma_bar` the same with a CTA barrier after each K step (as the flat kernels have),
+`probe_mma_prefetch` with the next group's fragments and scales loaded between this group's
+`mma`s and its `FFMA`s, `probe_mma_unrolled` with a step's 4 groups in straight-line code,
 `probe_wgmma` the same 64 x 128 CTA tile as two warpgroups of `wgmma` m64n64k32 (D = A * B) into
 two accumulator sets, each group's epilogue (an integer add of MAGIC, the two `FFMA`s) running
 while the next group's `wgmma` does. Both loop over ITERS K steps of 4 groups on operands that
@@ -19,15 +21,15 @@ SASS counts in LOOP: ptxas 12.9 on the committed source).
 import subprocess, sys
 import cupy as cp
 
-# SASS instructions a 4-group step (ptxas 12.9 on the committed source: the group loop 98 x 4,
-# the step's own 12; the wgmma step 451)
-LOOP = {"probe_mma": 404, "probe_mma_bar": 404, "probe_wgmma": 451}
+# SASS instructions a 4-group step (ptxas 12.9 on the committed source: the rolled group loop
+# 98 x 4 and the step's own 12; the prefetching loop 106 x 4 + 8; unrolled 351; wgmma 451)
+LOOP = {"probe_mma": 404, "probe_mma_bar": 404, "probe_mma_prefetch": 432, "probe_mma_unrolled": 351, "probe_wgmma": 451}
 mod = cp.RawModule(path=sys.argv[1])
 dev = cp.cuda.Device()
 nsm = dev.attributes["MultiProcessorCount"]
 print("GPU:", subprocess.run(["nvidia-smi", "--query-gpu=name,clocks.sm,clocks.max.sm", "--format=csv,noheader"], capture_output=True, text=True).stdout.strip(), "SMs", nsm)
 iters = int(sys.argv[2]) if len(sys.argv) > 2 else 4000
-for name in ["probe_mma", "probe_mma_bar", "probe_wgmma"]:
+for name in sys.argv[3].split(",") if len(sys.argv) > 3 else LOOP:
     k = mod.get_function(name)
     for smem, per_sm in [(113696, 2), (75000, 3), (150000, 1)]:
         k.max_dynamic_shared_size_bytes = smem

@@ -114,68 +114,179 @@ fn zero_smem() {
 /// each a 32 x 32 tile, 4 groups of 32 K values a step, `iters` steps.
 #[unsafe(no_mangle)]
 pub unsafe extern "ptx-kernel" fn probe_mma(out: *mut f32, iters: u32) {
-    unsafe { mma_loop::<false>(out, iters) }
+    unsafe { mma_loop::<ROLLED>(out, iters) }
 }
 
 /// [`probe_mma`] with a CTA barrier after each step, as the flat kernels have one a step.
 #[unsafe(no_mangle)]
 pub unsafe extern "ptx-kernel" fn probe_mma_bar(out: *mut f32, iters: u32) {
-    unsafe { mma_loop::<true>(out, iters) }
+    unsafe { mma_loop::<BARRIER>(out, iters) }
+}
+
+/// [`probe_mma`] with the next group's fragments and scales loaded after this group's `mma`s,
+/// before its `FFMA`s (software pipelined by one group).
+#[unsafe(no_mangle)]
+pub unsafe extern "ptx-kernel" fn probe_mma_prefetch(out: *mut f32, iters: u32) {
+    unsafe { mma_loop::<PREFETCH>(out, iters) }
+}
+
+/// [`probe_mma`] with the 4 groups of a step unrolled (ptxas schedules across them).
+#[unsafe(no_mangle)]
+pub unsafe extern "ptx-kernel" fn probe_mma_unrolled(out: *mut f32, iters: u32) {
+    unsafe { mma_loop::<UNROLLED>(out, iters) }
+}
+
+const ROLLED: u32 = 0;
+const BARRIER: u32 = 1;
+const PREFETCH: u32 = 2;
+const UNROLLED: u32 = 3;
+
+/// One group's operands of a lane: weight scales and their MAGIC offsets (4 rows), activation
+/// scales (8 columns), A and B fragments.
+#[derive(Clone, Copy)]
+struct Frag {
+    da: [f32; 4],
+    off: [f32; 4],
+    db: [[f32; 4]; 2],
+    af: [[u32; 4]; 2],
+    bf: [[u32; 2]; 4],
+}
+
+/// Shared addresses of the probe's tile (64 rows x 144 B), weight scales, activations and
+/// activation scales, and the lane's place.
+#[derive(Clone, Copy)]
+struct Place {
+    t: u32,
+    wscales: u32,
+    acts: u32,
+    xscales: u32,
+    lane: u32,
+    wm: u32,
+    wn: u32,
+    gr: u32,
+    tc: u32,
 }
 
 #[inline(always)]
-unsafe fn mma_loop<const BAR: bool>(out: *mut f32, iters: u32) {
+unsafe fn load(p: &Place, g: u32) -> Frag {
+    unsafe {
+        let da = ld4(p.wscales + (g * 64 + p.wm * 32 + p.gr * 4) * 4);
+        let off = [
+            -(MAGIC_F * da[0]),
+            -(MAGIC_F * da[1]),
+            -(MAGIC_F * da[2]),
+            -(MAGIC_F * da[3]),
+        ];
+        let xsc = p.xscales + (g * 128 + p.wn * 32 + p.tc * 8) * 4;
+        let db = [ld4(xsc), ld4(xsc + 16)];
+        let mut af = [[0u32; 4]; 2];
+        for mt in 0..2u32 {
+            let r = p.wm * 32 + mt * 16 + p.lane % 16;
+            af[mt as usize] = ldmatrix_x4(p.t + r * ROW + g * 32 + (p.lane / 16) * 16);
+        }
+        let mut bf = [[0u32; 2]; 4];
+        for np in 0..2u32 {
+            let col = p.wn * 32 + np * 16 + p.lane % 8 + 8 * (p.lane / 16);
+            let v = ldmatrix_x4(p.acts + col * ROW + 16 + g * 32 + ((p.lane / 8) % 2) * 16);
+            bf[2 * np as usize] = [v[0], v[1]];
+            bf[2 * np as usize + 1] = [v[2], v[3]];
+        }
+        Frag {
+            da,
+            off,
+            db,
+            af,
+            bf,
+        }
+    }
+}
+
+#[inline(always)]
+fn mmas(f: &Frag) -> [[[i32; 4]; 4]; 2] {
+    let mut m = [[[0i32; 4]; 4]; 2];
+    for nt in 0..4 {
+        for mt in 0..2 {
+            m[mt][nt] = mma(f.af[mt], f.bf[nt], MAGIC);
+        }
+    }
+    m
+}
+
+#[inline(always)]
+fn epi(m: &[[[i32; 4]; 4]; 2], f: &Frag, acc: &mut [[[f32; 4]; 4]; 2]) {
+    for nt in 0..4 {
+        let dbn = [f.db[nt / 2][2 * (nt % 2)], f.db[nt / 2][2 * (nt % 2) + 1]];
+        for mt in 0..2 {
+            for i in 0..4 {
+                let s = 2 * mt + i / 2;
+                let p = fma(f32::from_bits(m[mt][nt][i] as u32), f.da[s], f.off[s]);
+                acc[mt][nt][i] = fma(p, dbn[i % 2], acc[mt][nt][i]);
+            }
+        }
+    }
+}
+
+#[inline(always)]
+unsafe fn mma_loop<const FORM: u32>(out: *mut f32, iters: u32) {
     zero_smem();
     let tid = tid();
     let (lane, warp) = (tid % 32, tid / 32);
-    let (wm, wn) = (warp % 2, warp / 2);
-    let (gr, tc) = (lane / 4, lane % 4);
     let base = smem_base();
-    let (t, wscales, acts, xscales) = (base, base + 9216, base + 10240, base + 28672);
+    let p = Place {
+        t: base,
+        wscales: base + 9216,
+        acts: base + 10240,
+        xscales: base + 28672,
+        lane,
+        wm: warp % 2,
+        wn: warp / 2,
+        gr: lane / 4,
+        tc: lane % 4,
+    };
     let mut acc = [[[0f32; 4]; 4]; 2];
     // 4 that neither LLVM nor ptxas can see (iters < 2^31): the groups stay a loop, as in the flat
     // kernels (tiles.rs), with or without the barrier (with a plain 4 LLVM unrolled them in the
     // barrier's form, and ptxas both forms when the 4 came from a `mov`).
-    let groups = 4 + (iters >> 31);
-    for _ in 0..iters {
-        for g in 0..groups {
-            unsafe {
-                let da = ld4(wscales + (g * 64 + wm * 32 + gr * 4) * 4);
-                let off = [
-                    -(MAGIC_F * da[0]),
-                    -(MAGIC_F * da[1]),
-                    -(MAGIC_F * da[2]),
-                    -(MAGIC_F * da[3]),
-                ];
-                let xsc = xscales + (g * 128 + wn * 32 + tc * 8) * 4;
-                let db = [ld4(xsc), ld4(xsc + 16)];
-                let mut af = [[0u32; 4]; 2];
-                for mt in 0..2u32 {
-                    let r = wm * 32 + mt * 16 + lane % 16;
-                    af[mt as usize] = ldmatrix_x4(t + r * ROW + g * 32 + (lane / 16) * 16);
+    let groups = if FORM == UNROLLED {
+        4
+    } else {
+        4 + (iters >> 31)
+    };
+    unsafe {
+        let mut f = load(&p, 0);
+        for _ in 0..iters {
+            if FORM == UNROLLED {
+                macro_rules! group {
+                    ($g:expr) => {{
+                        let f = load(&p, $g);
+                        let m = mmas(&f);
+                        epi(&m, &f, &mut acc);
+                    }};
                 }
-                let mut bf = [[0u32; 2]; 4];
-                for np in 0..2u32 {
-                    let col = wn * 32 + np * 16 + lane % 8 + 8 * (lane / 16);
-                    let v = ldmatrix_x4(acts + col * ROW + 16 + g * 32 + ((lane / 8) % 2) * 16);
-                    bf[2 * np as usize] = [v[0], v[1]];
-                    bf[2 * np as usize + 1] = [v[2], v[3]];
-                }
-                for nt in 0..4 {
-                    let dbn = [db[nt / 2][2 * (nt % 2)], db[nt / 2][2 * (nt % 2) + 1]];
-                    for mt in 0..2 {
-                        let m = mma(af[mt], bf[nt], MAGIC);
-                        for i in 0..4 {
-                            let s = 2 * mt + i / 2;
-                            let p = fma(f32::from_bits(m[i] as u32), da[s], off[s]);
-                            acc[mt][nt][i] = fma(p, dbn[i % 2], acc[mt][nt][i]);
-                        }
-                    }
+                group!(0);
+                group!(1);
+                group!(2);
+                group!(3);
+                continue;
+            }
+            for g in 0..groups {
+                if FORM == PREFETCH {
+                    let m = mmas(&f);
+                    let nf = load(&p, (g + 1) % 4);
+                    epi(&m, &f, &mut acc);
+                    f = nf;
+                } else {
+                    let f = load(&p, g);
+                    let m = mmas(&f);
+                    epi(&m, &f, &mut acc);
                 }
             }
+            if FORM == BARRIER {
+                sync();
+            }
         }
-        if BAR {
-            sync();
+        if FORM != PREFETCH {
+            acc[0][0][0] += f.da[0];
         }
     }
     let mut s = 0.0f32;
