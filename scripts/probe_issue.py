@@ -8,13 +8,16 @@
 `probe_mma_bar` the same with a CTA barrier after each K step (as the flat kernels have),
 `probe_mma_prefetch` with the next group's fragments and scales loaded between this group's
 `mma`s and its `FFMA`s, `probe_mma_unrolled` with a step's 4 groups in straight-line code,
+`probe_ffma` its scale loads and `FFMA`s alone (no `ldmatrix`, no `mma` in the loop),
+`probe_imma` its loads and `mma`s alone (each sum folded by one `LOP3` instead of the `FFMA`s),
 `probe_wgmma` the same 64 x 128 CTA tile as two warpgroups of `wgmma` m64n64k32 (D = A * B) into
 two accumulator sets, each group's epilogue (an integer add of MAGIC, the two `FFMA`s) running
-while the next group's `wgmma` does. Both loop over ITERS K steps of 4 groups on operands that
+while the next group's `wgmma` does. All loop over ITERS K steps of 4 groups on operands that
 stay in shared memory: no copies, no decode, no barrier - what each product form issues on its
 own. Each runs at 2, 3 and 1 CTAs an SM asked (by its dynamic shared memory; the occupancy the
 driver reports is printed beside), 5 timed launches of one wave, the median printed with its
-spread, as scale steps (one output, 32 K values) a millisecond, the time 25.2 G steps (the
+spread, as scale steps (one output, 32 K values; for the two split probes the loop's nominal
+steps) a millisecond, the time 25.2 G steps (the
 reference layer's products at T = 16,384) would take, and warp instructions a second (from the
 SASS counts in LOOP: ptxas 12.9 on the committed source).
 """
@@ -22,8 +25,17 @@ import subprocess, sys
 import cupy as cp
 
 # SASS instructions a 4-group step (ptxas 12.9 on the committed source: the rolled group loop
-# 98 x 4 and the step's own 12; the prefetching loop 106 x 4 + 8; unrolled 351; wgmma 451)
-LOOP = {"probe_mma": 404, "probe_mma_bar": 404, "probe_mma_prefetch": 432, "probe_mma_unrolled": 351, "probe_wgmma": 451}
+# 98 x 4 and the step's own 12; prefetching 108 x 4 + 8; unrolled 351; FFMAs alone 76 x 4 + 10;
+# mma alone 55 x 4 + 10; wgmma 451)
+LOOP = {
+    "probe_mma": 404,
+    "probe_mma_bar": 404,
+    "probe_mma_prefetch": 440,
+    "probe_mma_unrolled": 351,
+    "probe_ffma": 314,
+    "probe_imma": 230,
+    "probe_wgmma": 451,
+}
 mod = cp.RawModule(path=sys.argv[1])
 dev = cp.cuda.Device()
 nsm = dev.attributes["MultiProcessorCount"]

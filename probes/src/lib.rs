@@ -136,10 +136,26 @@ pub unsafe extern "ptx-kernel" fn probe_mma_unrolled(out: *mut f32, iters: u32) 
     unsafe { mma_loop::<UNROLLED>(out, iters) }
 }
 
+/// [`probe_mma`]'s scale loads and `FFMA`s alone: each group's sums are the ones of the first
+/// group (no `ldmatrix`, no `mma` in the loop).
+#[unsafe(no_mangle)]
+pub unsafe extern "ptx-kernel" fn probe_ffma(out: *mut f32, iters: u32) {
+    unsafe { mma_loop::<FFMA_ONLY>(out, iters) }
+}
+
+/// [`probe_mma`]'s loads and `mma`s alone: each sum folded into an integer by one `LOP3`
+/// instead of the two `FFMA`s.
+#[unsafe(no_mangle)]
+pub unsafe extern "ptx-kernel" fn probe_imma(out: *mut f32, iters: u32) {
+    unsafe { mma_loop::<MMA_ONLY>(out, iters) }
+}
+
 const ROLLED: u32 = 0;
 const BARRIER: u32 = 1;
 const PREFETCH: u32 = 2;
 const UNROLLED: u32 = 3;
+const FFMA_ONLY: u32 = 4;
+const MMA_ONLY: u32 = 5;
 
 /// One group's operands of a lane: weight scales and their MAGIC offsets (4 rows), activation
 /// scales (8 columns), A and B fragments.
@@ -167,8 +183,9 @@ struct Place {
     tc: u32,
 }
 
+/// A group's scales: the weight scales with their MAGIC offsets, the activation scales.
 #[inline(always)]
-unsafe fn load(p: &Place, g: u32) -> Frag {
+unsafe fn scales(p: &Place, g: u32) -> ([f32; 4], [f32; 4], [[f32; 4]; 2]) {
     unsafe {
         let da = ld4(p.wscales + (g * 64 + p.wm * 32 + p.gr * 4) * 4);
         let off = [
@@ -178,7 +195,14 @@ unsafe fn load(p: &Place, g: u32) -> Frag {
             -(MAGIC_F * da[3]),
         ];
         let xsc = p.xscales + (g * 128 + p.wn * 32 + p.tc * 8) * 4;
-        let db = [ld4(xsc), ld4(xsc + 16)];
+        (da, off, [ld4(xsc), ld4(xsc + 16)])
+    }
+}
+
+#[inline(always)]
+unsafe fn load(p: &Place, g: u32) -> Frag {
+    unsafe {
+        let (da, off, db) = scales(p, g);
         let mut af = [[0u32; 4]; 2];
         for mt in 0..2u32 {
             let r = p.wm * 32 + mt * 16 + p.lane % 16;
@@ -247,13 +271,11 @@ unsafe fn mma_loop<const FORM: u32>(out: *mut f32, iters: u32) {
     // 4 that neither LLVM nor ptxas can see (iters < 2^31): the groups stay a loop, as in the flat
     // kernels (tiles.rs), with or without the barrier (with a plain 4 LLVM unrolled them in the
     // barrier's form, and ptxas both forms when the 4 came from a `mov`).
-    let groups = if FORM == UNROLLED {
-        4
-    } else {
-        4 + (iters >> 31)
-    };
+    let groups = 4 + (iters >> 31);
     unsafe {
         let mut f = load(&p, 0);
+        let m0 = mmas(&f);
+        let mut bits = [[[0i32; 4]; 4]; 2];
         for _ in 0..iters {
             if FORM == UNROLLED {
                 macro_rules! group {
@@ -275,6 +297,20 @@ unsafe fn mma_loop<const FORM: u32>(out: *mut f32, iters: u32) {
                     let nf = load(&p, (g + 1) % 4);
                     epi(&m, &f, &mut acc);
                     f = nf;
+                } else if FORM == FFMA_ONLY {
+                    let (da, off, db) = scales(&p, g);
+                    let fg = Frag { da, off, db, ..f };
+                    epi(&m0, &fg, &mut acc);
+                } else if FORM == MMA_ONLY {
+                    let f = load(&p, g);
+                    let m = mmas(&f);
+                    for mt in 0..2 {
+                        for nt in 0..4 {
+                            for i in 0..4 {
+                                bits[mt][nt][i] ^= m[mt][nt][i];
+                            }
+                        }
+                    }
                 } else {
                     let f = load(&p, g);
                     let m = mmas(&f);
@@ -287,6 +323,13 @@ unsafe fn mma_loop<const FORM: u32>(out: *mut f32, iters: u32) {
         }
         if FORM != PREFETCH {
             acc[0][0][0] += f.da[0];
+        }
+        for mt in 0..2 {
+            for nt in 0..4 {
+                for i in 0..4 {
+                    acc[mt][nt][i] += bits[mt][nt][i] as f32;
+                }
+            }
         }
     }
     let mut s = 0.0f32;
