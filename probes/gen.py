@@ -55,12 +55,19 @@ lines = []
 for i in range(32):
     j, rs, c = i // 4, (i % 4) // 2, i % 2
     col = 2 * j + c
-    lines.append(f"        acc[{i}] = fma(fma(f32::from_bits(d[{i}].wrapping_add(MAGIC as u32)), da[{rs}], off[{rs}]), db[{col // 4}][{col % 4}], acc[{i}]);")
+    lines.append(f"        acc[{i}] = step(d[{i}], da[{rs}], off[{rs}], db[{col // 4}][{col % 4}], acc[{i}]);")
 body = "\n".join(lines)
 ep = f'''use crate::{{MAGIC, MAGIC_F, fma, ld2, ld4}};
 
 /// The MAGIC epilogue of one group on a warpgroup's m64n64 sums `d` (one lane: rows r, r + 8 of
 /// its warp's 16, columns 8 j + 2 (lane % 4) + {{{{0, 1}}}}): an integer add of MAGIC, then the two fmas.
+/// One output's step: the MAGIC add, `C * dA` by one fma on its MAGIC form, the `acc` fma.
+#[inline(always)]
+fn step(d: u32, da: f32, off: f32, db: f32, acc: f32) -> f32 {{
+    let m = f32::from_bits(d.wrapping_add(MAGIC as u32));
+    fma(fma(m, da, off), db, acc)
+}}
+
 #[inline(always)]
 pub unsafe fn epilogue(d: [u32; 32], mut acc: [f32; 32], wsc: u32, xsc: u32) -> [f32; 32] {{
     unsafe {{

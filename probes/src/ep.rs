@@ -3,44 +3,51 @@ use crate::{MAGIC, MAGIC_F, fma, ld2, ld4};
 
 /// The MAGIC epilogue of one group on a warpgroup's m64n64 sums `d` (one lane: rows r, r + 8 of
 /// its warp's 16, columns 8 j + 2 (lane % 4) + {{0, 1}}): an integer add of MAGIC, then the two fmas.
+/// One output's step: the MAGIC add, `C * dA` by one fma on its MAGIC form, the `acc` fma.
+#[inline(always)]
+fn step(d: u32, da: f32, off: f32, db: f32, acc: f32) -> f32 {
+    let m = f32::from_bits(d.wrapping_add(MAGIC as u32));
+    fma(fma(m, da, off), db, acc)
+}
+
 #[inline(always)]
 pub unsafe fn epilogue(d: [u32; 32], mut acc: [f32; 32], wsc: u32, xsc: u32) -> [f32; 32] {
     unsafe {
         let da = ld2(wsc);
         let off = [-(MAGIC_F * da[0]), -(MAGIC_F * da[1])];
         let db = [ld4(xsc), ld4(xsc + 16), ld4(xsc + 32), ld4(xsc + 48)];
-        acc[0] = fma(fma(f32::from_bits(d[0].wrapping_add(MAGIC as u32)), da[0], off[0]), db[0][0], acc[0]);
-        acc[1] = fma(fma(f32::from_bits(d[1].wrapping_add(MAGIC as u32)), da[0], off[0]), db[0][1], acc[1]);
-        acc[2] = fma(fma(f32::from_bits(d[2].wrapping_add(MAGIC as u32)), da[1], off[1]), db[0][0], acc[2]);
-        acc[3] = fma(fma(f32::from_bits(d[3].wrapping_add(MAGIC as u32)), da[1], off[1]), db[0][1], acc[3]);
-        acc[4] = fma(fma(f32::from_bits(d[4].wrapping_add(MAGIC as u32)), da[0], off[0]), db[0][2], acc[4]);
-        acc[5] = fma(fma(f32::from_bits(d[5].wrapping_add(MAGIC as u32)), da[0], off[0]), db[0][3], acc[5]);
-        acc[6] = fma(fma(f32::from_bits(d[6].wrapping_add(MAGIC as u32)), da[1], off[1]), db[0][2], acc[6]);
-        acc[7] = fma(fma(f32::from_bits(d[7].wrapping_add(MAGIC as u32)), da[1], off[1]), db[0][3], acc[7]);
-        acc[8] = fma(fma(f32::from_bits(d[8].wrapping_add(MAGIC as u32)), da[0], off[0]), db[1][0], acc[8]);
-        acc[9] = fma(fma(f32::from_bits(d[9].wrapping_add(MAGIC as u32)), da[0], off[0]), db[1][1], acc[9]);
-        acc[10] = fma(fma(f32::from_bits(d[10].wrapping_add(MAGIC as u32)), da[1], off[1]), db[1][0], acc[10]);
-        acc[11] = fma(fma(f32::from_bits(d[11].wrapping_add(MAGIC as u32)), da[1], off[1]), db[1][1], acc[11]);
-        acc[12] = fma(fma(f32::from_bits(d[12].wrapping_add(MAGIC as u32)), da[0], off[0]), db[1][2], acc[12]);
-        acc[13] = fma(fma(f32::from_bits(d[13].wrapping_add(MAGIC as u32)), da[0], off[0]), db[1][3], acc[13]);
-        acc[14] = fma(fma(f32::from_bits(d[14].wrapping_add(MAGIC as u32)), da[1], off[1]), db[1][2], acc[14]);
-        acc[15] = fma(fma(f32::from_bits(d[15].wrapping_add(MAGIC as u32)), da[1], off[1]), db[1][3], acc[15]);
-        acc[16] = fma(fma(f32::from_bits(d[16].wrapping_add(MAGIC as u32)), da[0], off[0]), db[2][0], acc[16]);
-        acc[17] = fma(fma(f32::from_bits(d[17].wrapping_add(MAGIC as u32)), da[0], off[0]), db[2][1], acc[17]);
-        acc[18] = fma(fma(f32::from_bits(d[18].wrapping_add(MAGIC as u32)), da[1], off[1]), db[2][0], acc[18]);
-        acc[19] = fma(fma(f32::from_bits(d[19].wrapping_add(MAGIC as u32)), da[1], off[1]), db[2][1], acc[19]);
-        acc[20] = fma(fma(f32::from_bits(d[20].wrapping_add(MAGIC as u32)), da[0], off[0]), db[2][2], acc[20]);
-        acc[21] = fma(fma(f32::from_bits(d[21].wrapping_add(MAGIC as u32)), da[0], off[0]), db[2][3], acc[21]);
-        acc[22] = fma(fma(f32::from_bits(d[22].wrapping_add(MAGIC as u32)), da[1], off[1]), db[2][2], acc[22]);
-        acc[23] = fma(fma(f32::from_bits(d[23].wrapping_add(MAGIC as u32)), da[1], off[1]), db[2][3], acc[23]);
-        acc[24] = fma(fma(f32::from_bits(d[24].wrapping_add(MAGIC as u32)), da[0], off[0]), db[3][0], acc[24]);
-        acc[25] = fma(fma(f32::from_bits(d[25].wrapping_add(MAGIC as u32)), da[0], off[0]), db[3][1], acc[25]);
-        acc[26] = fma(fma(f32::from_bits(d[26].wrapping_add(MAGIC as u32)), da[1], off[1]), db[3][0], acc[26]);
-        acc[27] = fma(fma(f32::from_bits(d[27].wrapping_add(MAGIC as u32)), da[1], off[1]), db[3][1], acc[27]);
-        acc[28] = fma(fma(f32::from_bits(d[28].wrapping_add(MAGIC as u32)), da[0], off[0]), db[3][2], acc[28]);
-        acc[29] = fma(fma(f32::from_bits(d[29].wrapping_add(MAGIC as u32)), da[0], off[0]), db[3][3], acc[29]);
-        acc[30] = fma(fma(f32::from_bits(d[30].wrapping_add(MAGIC as u32)), da[1], off[1]), db[3][2], acc[30]);
-        acc[31] = fma(fma(f32::from_bits(d[31].wrapping_add(MAGIC as u32)), da[1], off[1]), db[3][3], acc[31]);
+        acc[0] = step(d[0], da[0], off[0], db[0][0], acc[0]);
+        acc[1] = step(d[1], da[0], off[0], db[0][1], acc[1]);
+        acc[2] = step(d[2], da[1], off[1], db[0][0], acc[2]);
+        acc[3] = step(d[3], da[1], off[1], db[0][1], acc[3]);
+        acc[4] = step(d[4], da[0], off[0], db[0][2], acc[4]);
+        acc[5] = step(d[5], da[0], off[0], db[0][3], acc[5]);
+        acc[6] = step(d[6], da[1], off[1], db[0][2], acc[6]);
+        acc[7] = step(d[7], da[1], off[1], db[0][3], acc[7]);
+        acc[8] = step(d[8], da[0], off[0], db[1][0], acc[8]);
+        acc[9] = step(d[9], da[0], off[0], db[1][1], acc[9]);
+        acc[10] = step(d[10], da[1], off[1], db[1][0], acc[10]);
+        acc[11] = step(d[11], da[1], off[1], db[1][1], acc[11]);
+        acc[12] = step(d[12], da[0], off[0], db[1][2], acc[12]);
+        acc[13] = step(d[13], da[0], off[0], db[1][3], acc[13]);
+        acc[14] = step(d[14], da[1], off[1], db[1][2], acc[14]);
+        acc[15] = step(d[15], da[1], off[1], db[1][3], acc[15]);
+        acc[16] = step(d[16], da[0], off[0], db[2][0], acc[16]);
+        acc[17] = step(d[17], da[0], off[0], db[2][1], acc[17]);
+        acc[18] = step(d[18], da[1], off[1], db[2][0], acc[18]);
+        acc[19] = step(d[19], da[1], off[1], db[2][1], acc[19]);
+        acc[20] = step(d[20], da[0], off[0], db[2][2], acc[20]);
+        acc[21] = step(d[21], da[0], off[0], db[2][3], acc[21]);
+        acc[22] = step(d[22], da[1], off[1], db[2][2], acc[22]);
+        acc[23] = step(d[23], da[1], off[1], db[2][3], acc[23]);
+        acc[24] = step(d[24], da[0], off[0], db[3][0], acc[24]);
+        acc[25] = step(d[25], da[0], off[0], db[3][1], acc[25]);
+        acc[26] = step(d[26], da[1], off[1], db[3][0], acc[26]);
+        acc[27] = step(d[27], da[1], off[1], db[3][1], acc[27]);
+        acc[28] = step(d[28], da[0], off[0], db[3][2], acc[28]);
+        acc[29] = step(d[29], da[0], off[0], db[3][3], acc[29]);
+        acc[30] = step(d[30], da[1], off[1], db[3][2], acc[30]);
+        acc[31] = step(d[31], da[1], off[1], db[3][3], acc[31]);
     }
     acc
 }

@@ -1,5 +1,6 @@
-//! Issue-rate probes of two product forms with MMQ's MAGIC epilogue, operands resident in shared
-//! memory (no copies, no decode, no barrier in the loop): what each form can issue on its own.
+//! Issue-rate probes of the products' inner loop with MMQ's MAGIC epilogue - the flat kernels'
+//! mma.sync loop, its variants and parts, and a `wgmma` form - on operands resident in shared
+//! memory (no copies, no decode, no barrier in the loop): what each form issues on its own.
 //! The values are zeros: only the time is read (scripts/probe_issue.py). Built by
 //! scripts/build_probes.sh for sm_90a (`wgmma`); src/wg.rs and src/ep.rs come from gen.py.
 #![no_std]
