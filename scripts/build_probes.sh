@@ -17,7 +17,7 @@ env -u RUSTFLAGS -u CARGO_TARGET_DIR rustup run nightly cargo rustc \
   --target nvptx64-nvidia-cuda -Zbuild-std=core --target-dir "$root/target/probes/build" \
   --config 'profile.release.lto="fat"' --config 'profile.release.codegen-units=1' \
   --config 'profile.release.panic="abort"' --config 'profile.release.opt-level=3' \
-  -- --emit=asm -C linker=/bin/true -C target-cpu=sm_90a -C target-feature=+ptx80
+  -- --emit=asm -C linker=/bin/true -C target-cpu=sm_90a -C target-feature=+ptx80 --cfg gpu_sm80
 cp "$root/target/probes/build/nvptx64-nvidia-cuda/release/deps/moe_prefill_probes.s" "$out"
 echo "wrote $out"
 if [ -n "${PTXAS:-}" ]; then

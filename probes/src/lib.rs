@@ -10,7 +10,18 @@
 use core::arch::asm;
 mod ep;
 mod wg;
+
+// The kernels' own wrappers (gpu/src/ptx), so that the probes issue what the flat kernels issue;
+// scripts/build_probes.sh sets `gpu_sm80` as the builder does for sm_80 and newer.
+#[allow(dead_code)]
+#[path = "../../gpu/src/ptx/mma.rs"]
+mod mma;
+#[allow(dead_code)]
+#[path = "../../gpu/src/ptx/shared.rs"]
+mod shared;
 use ep::epilogue;
+use mma::{ldmatrix_x4, mma_m16n8k32_s8};
+use shared::{ld_shared_v2_f32, ld_shared_v4_u32, st_shared_v4};
 use wg::{wgmma_64x64x32, wgmma_fence, wgmma_wait};
 
 core::arch::global_asm!(".extern .shared .align 128 .b8 SMEM[];");
@@ -46,57 +57,10 @@ fn sync() {
 fn fma(a: f32, b: f32, c: f32) -> f32 {
     core::f32::math::mul_add(a, b, c)
 }
-#[inline(always)]
-unsafe fn st4(addr: u32, v: [u32; 4]) {
-    unsafe {
-        asm!("st.shared.v4.b32 [{p}], {{{a}, {b}, {c}, {d}}};", p = in(reg32) addr,
-             a = in(reg32) v[0], b = in(reg32) v[1], c = in(reg32) v[2], d = in(reg32) v[3], options(nostack));
-    }
-}
+/// `[f32; 4]` from a 16-byte aligned shared address.
 #[inline(always)]
 unsafe fn ld4(addr: u32) -> [f32; 4] {
-    let (a, b, c, d): (u32, u32, u32, u32);
-    unsafe {
-        asm!("ld.shared.v4.b32 {{{a}, {b}, {c}, {d}}}, [{p}];", a = out(reg32) a, b = out(reg32) b,
-             c = out(reg32) c, d = out(reg32) d, p = in(reg32) addr, options(readonly, nostack));
-    }
-    [
-        f32::from_bits(a),
-        f32::from_bits(b),
-        f32::from_bits(c),
-        f32::from_bits(d),
-    ]
-}
-#[inline(always)]
-unsafe fn ld2(addr: u32) -> [f32; 2] {
-    let (a, b): (u32, u32);
-    unsafe {
-        asm!("ld.shared.v2.b32 {{{a}, {b}}}, [{p}];", a = out(reg32) a, b = out(reg32) b,
-             p = in(reg32) addr, options(readonly, nostack));
-    }
-    [f32::from_bits(a), f32::from_bits(b)]
-}
-#[inline(always)]
-unsafe fn ldmatrix_x4(addr: u32) -> [u32; 4] {
-    let (a, b, c, d): (u32, u32, u32, u32);
-    unsafe {
-        asm!("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {{{a}, {b}, {c}, {d}}}, [{p}];",
-             a = out(reg32) a, b = out(reg32) b, c = out(reg32) c, d = out(reg32) d,
-             p = in(reg32) addr, options(readonly, nostack));
-    }
-    [a, b, c, d]
-}
-#[inline(always)]
-fn mma(a: [u32; 4], b: [u32; 2], c: i32) -> [i32; 4] {
-    let (d0, d1, d2, d3): (i32, i32, i32, i32);
-    unsafe {
-        asm!("mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {{{d0}, {d1}, {d2}, {d3}}}, {{{a0}, {a1}, {a2}, {a3}}}, {{{b0}, {b1}}}, {{{z}, {z}, {z}, {z}}};",
-             d0 = out(reg32) d0, d1 = out(reg32) d1, d2 = out(reg32) d2, d3 = out(reg32) d3,
-             a0 = in(reg32) a[0], a1 = in(reg32) a[1], a2 = in(reg32) a[2], a3 = in(reg32) a[3],
-             b0 = in(reg32) b[0], b1 = in(reg32) b[1], z = in(reg32) c,
-             options(pure, nomem, nostack));
-    }
-    [d0, d1, d2, d3]
+    unsafe { ld_shared_v4_u32(addr) }.map(f32::from_bits)
 }
 
 /// Zeroes the first 32 KB of the dynamic shared memory (every probe's operands live there).
@@ -105,7 +69,7 @@ fn zero_smem() {
     let base = smem_base();
     let mut i = tid() * 16;
     while i < 32768 {
-        unsafe { st4(base + i, [0; 4]) };
+        unsafe { st_shared_v4(base + i, [0; 4]) };
         i += 256 * 16;
     }
     sync();
@@ -231,7 +195,7 @@ fn mmas(f: &Frag) -> [[[i32; 4]; 4]; 2] {
     let mut m = [[[0i32; 4]; 4]; 2];
     for nt in 0..4 {
         for mt in 0..2 {
-            m[mt][nt] = mma(f.af[mt], f.bf[nt], MAGIC);
+            m[mt][nt] = mma_m16n8k32_s8(f.af[mt], f.bf[nt], MAGIC);
         }
     }
     m
