@@ -8,6 +8,10 @@
 `probe_mma_bar` the same with a CTA barrier after each K step (as the flat kernels have),
 `probe_mma_prefetch` with the next group's fragments and scales loaded between this group's
 `mma`s and its `FFMA`s, `probe_mma_unrolled` with a step's 4 groups in straight-line code,
+`probe_mma_ahead` with the next group's `mma`s before this group's `FFMA`s in the source (ptxas
+put them after), `probe_mma_ahead2` the same with the fragments loaded two groups ahead (the
+`mma`s at the top of the body), `probe_mma_half` pipelined by half a group (the `mma`s of the
+next two 8-column tiles before the `FFMA`s of these two),
 `probe_ffma` its scale loads and `FFMA`s alone (no `ldmatrix`, no `mma` in the loop),
 `probe_imma` its loads and `mma`s alone (each sum folded by one `LOP3` instead of the `FFMA`s),
 `probe_wgmma` the same 64 x 128 CTA tile as two warpgroups of `wgmma` m64n64k32 (D = A * B) into
@@ -26,12 +30,16 @@ import cupy as cp
 
 # SASS instructions a 4-group step (ptxas 12.9 on the committed source: the rolled group loop
 # 98 x 4 and the step's own 12; prefetching 108 x 4 + 8; unrolled 351; FFMAs alone 76 x 4 + 10;
-# mma alone 55 x 4 + 10; wgmma 451)
+# mma alone 55 x 4 + 10; wgmma 451; a group ahead 109 x 4 + 8, fragments two ahead 131 x 4 + 11
+# (36 MOVs a group: the rotated sums), half a group ahead 92 x 4 + 14)
 LOOP = {
     "probe_mma": 404,
     "probe_mma_bar": 404,
     "probe_mma_prefetch": 440,
     "probe_mma_unrolled": 351,
+    "probe_mma_ahead": 444,
+    "probe_mma_ahead2": 535,
+    "probe_mma_half": 382,
     "probe_ffma": 314,
     "probe_imma": 230,
     "probe_wgmma": 451,

@@ -95,6 +95,27 @@ pub unsafe extern "ptx-kernel" fn probe_mma_prefetch(out: *mut f32, iters: u32) 
     unsafe { mma_loop::<PREFETCH>(out, iters) }
 }
 
+/// [`probe_mma`] software pipelined by one group on the sums: the next group's loads and `mma`s
+/// issued before this group's `FFMA`s, so that no `FFMA` waits on an `mma` just issued.
+#[unsafe(no_mangle)]
+pub unsafe extern "ptx-kernel" fn probe_mma_ahead(out: *mut f32, iters: u32) {
+    unsafe { mma_loop::<AHEAD>(out, iters) }
+}
+
+/// [`probe_mma_ahead`] with the fragments loaded one more group ahead: each group's `mma`s
+/// can issue at the top of the loop body, before the previous group's `FFMA`s.
+#[unsafe(no_mangle)]
+pub unsafe extern "ptx-kernel" fn probe_mma_ahead2(out: *mut f32, iters: u32) {
+    unsafe { mma_loop::<AHEAD2>(out, iters) }
+}
+
+/// [`probe_mma`] pipelined by half a group (two 8-column tiles): the `mma`s of the next half
+/// issued before the `FFMA`s of this one, the next group's fragments loaded in the middle.
+#[unsafe(no_mangle)]
+pub unsafe extern "ptx-kernel" fn probe_mma_half(out: *mut f32, iters: u32) {
+    unsafe { mma_loop::<HALF>(out, iters) }
+}
+
 /// [`probe_mma`] with the 4 groups of a step unrolled (ptxas schedules across them).
 #[unsafe(no_mangle)]
 pub unsafe extern "ptx-kernel" fn probe_mma_unrolled(out: *mut f32, iters: u32) {
@@ -121,6 +142,9 @@ const PREFETCH: u32 = 2;
 const UNROLLED: u32 = 3;
 const FFMA_ONLY: u32 = 4;
 const MMA_ONLY: u32 = 5;
+const AHEAD: u32 = 6;
+const AHEAD2: u32 = 7;
+const HALF: u32 = 8;
 
 /// One group's operands of a lane: weight scales and their MAGIC offsets (4 rows), activation
 /// scales (8 columns), A and B fragments.
@@ -164,10 +188,10 @@ unsafe fn scales(p: &Place, g: u32) -> ([f32; 4], [f32; 4], [[f32; 4]; 2]) {
     }
 }
 
+/// A group's A and B fragments.
 #[inline(always)]
-unsafe fn load(p: &Place, g: u32) -> Frag {
+unsafe fn fragments(p: &Place, g: u32) -> ([[u32; 4]; 2], [[u32; 2]; 4]) {
     unsafe {
-        let (da, off, db) = scales(p, g);
         let mut af = [[0u32; 4]; 2];
         for mt in 0..2u32 {
             let r = p.wm * 32 + mt * 16 + p.lane % 16;
@@ -180,6 +204,15 @@ unsafe fn load(p: &Place, g: u32) -> Frag {
             bf[2 * np as usize] = [v[0], v[1]];
             bf[2 * np as usize + 1] = [v[2], v[3]];
         }
+        (af, bf)
+    }
+}
+
+#[inline(always)]
+unsafe fn load(p: &Place, g: u32) -> Frag {
+    unsafe {
+        let (da, off, db) = scales(p, g);
+        let (af, bf) = fragments(p, g);
         Frag {
             da,
             off,
@@ -215,6 +248,34 @@ fn epi(m: &[[[i32; 4]; 4]; 2], f: &Frag, acc: &mut [[[f32; 4]; 4]; 2]) {
     }
 }
 
+/// The `mma`s of 8-column tiles `2 h` and `2 h + 1` ([`mmas`]' half `h`).
+#[inline(always)]
+fn mmas_half(af: &[[u32; 4]; 2], bf: &[[u32; 2]; 4], h: usize) -> [[[i32; 4]; 2]; 2] {
+    let mut m = [[[0i32; 4]; 2]; 2];
+    for n in 0..2 {
+        for mt in 0..2 {
+            m[mt][n] = mma_m16n8k32_s8(af[mt], bf[2 * h + n], MAGIC);
+        }
+    }
+    m
+}
+
+/// [`epi`] for half `h`'s sums.
+#[inline(always)]
+fn epi_half(m: &[[[i32; 4]; 2]; 2], f: &Frag, h: usize, acc: &mut [[[f32; 4]; 4]; 2]) {
+    for n in 0..2 {
+        let nt = 2 * h + n;
+        let dbn = [f.db[nt / 2][2 * (nt % 2)], f.db[nt / 2][2 * (nt % 2) + 1]];
+        for mt in 0..2 {
+            for i in 0..4 {
+                let s = 2 * mt + i / 2;
+                let p = fma(f32::from_bits(m[mt][n][i] as u32), f.da[s], f.off[s]);
+                acc[mt][nt][i] = fma(p, dbn[i % 2], acc[mt][nt][i]);
+            }
+        }
+    }
+}
+
 #[inline(always)]
 unsafe fn mma_loop<const FORM: u32>(out: *mut f32, iters: u32) {
     zero_smem();
@@ -240,6 +301,9 @@ unsafe fn mma_loop<const FORM: u32>(out: *mut f32, iters: u32) {
     unsafe {
         let mut f = load(&p, 0);
         let m0 = mmas(&f);
+        let mut m = m0;
+        let mut fr = fragments(&p, 1);
+        let mut lo = mmas_half(&f.af, &f.bf, 0);
         let mut bits = [[[0i32; 4]; 4]; 2];
         for _ in 0..iters {
             if FORM == UNROLLED {
@@ -257,7 +321,33 @@ unsafe fn mma_loop<const FORM: u32>(out: *mut f32, iters: u32) {
                 continue;
             }
             for g in 0..groups {
-                if FORM == PREFETCH {
+                if FORM == AHEAD2 {
+                    let nm = mmas(&Frag {
+                        af: fr.0,
+                        bf: fr.1,
+                        ..f
+                    });
+                    fr = fragments(&p, (g + 2) % 4);
+                    let (da, off, db) = scales(&p, g);
+                    epi(&m, &Frag { da, off, db, ..f }, &mut acc);
+                    m = nm;
+                } else if FORM == HALF {
+                    let (da, off, db) = scales(&p, g);
+                    let sc = Frag { da, off, db, ..f };
+                    let hi = mmas_half(&f.af, &f.bf, 1);
+                    epi_half(&lo, &sc, 0, &mut acc);
+                    let (af, bf) = fragments(&p, (g + 1) % 4);
+                    f.af = af;
+                    f.bf = bf;
+                    lo = mmas_half(&f.af, &f.bf, 0);
+                    epi_half(&hi, &sc, 1, &mut acc);
+                } else if FORM == AHEAD {
+                    let nf = load(&p, (g + 1) % 4);
+                    let nm = mmas(&nf);
+                    epi(&m, &f, &mut acc);
+                    m = nm;
+                    f = nf;
+                } else if FORM == PREFETCH {
                     let m = mmas(&f);
                     let nf = load(&p, (g + 1) % 4);
                     epi(&m, &f, &mut acc);
