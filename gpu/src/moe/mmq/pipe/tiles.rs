@@ -141,7 +141,9 @@ unsafe fn product_nt<B: WeightBlock, const NT: u32>(c: &Cta, j: u32, acc: &mut [
     let acts = c.acts(j);
     // A loop on purpose: unrolled (75c67a0), the K step took 7 % fewer SASS instructions but
     // the layer ran 1-2 % slower at T = 8,192 and 16,384 on the H200 (BENCHMARKS.md,
-    // thirty-first session).
+    // thirty-first session). Unrolled by two, and pipelined by half a group (the next tiles'
+    // `mma`s before these tiles' `FFMA`s), with as many or fewer instructions, it ran 1-8 %
+    // slower on an H100: more dispatch stalls (forty-second session).
     for g in 0..4u32 {
         // SAFETY: every address is inside the decoded tile or the step's activation blocks
         // (rows < 128, columns < cols, byte offsets < 144), 16-byte aligned where loaded 16 at
