@@ -225,12 +225,13 @@ unsafe fn load(p: &Place, g: u32) -> Frag {
     }
 }
 
+/// A group's `mma`s on its fragments.
 #[inline(always)]
-fn mmas(f: &Frag) -> [[[i32; 4]; 4]; 2] {
+fn mmas(af: &[[u32; 4]; 2], bf: &[[u32; 2]; 4]) -> [[[i32; 4]; 4]; 2] {
     let mut m = [[[0i32; 4]; 4]; 2];
     for nt in 0..4 {
         for mt in 0..2 {
-            m[mt][nt] = mma_m16n8k32_s8(f.af[mt], f.bf[nt], MAGIC);
+            m[mt][nt] = mma_m16n8k32_s8(af[mt], bf[nt], MAGIC);
         }
     }
     m
@@ -302,7 +303,7 @@ unsafe fn mma_loop<const FORM: u32>(out: *mut f32, iters: u32) {
     let groups = 4 + (iters >> 31);
     unsafe {
         let mut f = load(&p, 0);
-        let m0 = mmas(&f);
+        let m0 = mmas(&f.af, &f.bf);
         let mut m = m0;
         let mut fr = fragments(&p, 1);
         let mut lo = mmas_half(&f.af, &f.bf, 0);
@@ -312,7 +313,7 @@ unsafe fn mma_loop<const FORM: u32>(out: *mut f32, iters: u32) {
                 macro_rules! group {
                     ($g:expr) => {{
                         let f = load(&p, $g);
-                        let m = mmas(&f);
+                        let m = mmas(&f.af, &f.bf);
                         epi(&m, &f, &mut acc);
                     }};
                 }
@@ -324,11 +325,7 @@ unsafe fn mma_loop<const FORM: u32>(out: *mut f32, iters: u32) {
             }
             for g in 0..groups {
                 if FORM == AHEAD2 {
-                    let nm = mmas(&Frag {
-                        af: fr.0,
-                        bf: fr.1,
-                        ..f
-                    });
+                    let nm = mmas(&fr.0, &fr.1);
                     fr = fragments(&p, (g + 2) % 4);
                     let (da, off, db) = scales(&p, g);
                     epi(&m, &Frag { da, off, db, ..f }, &mut acc);
@@ -345,12 +342,12 @@ unsafe fn mma_loop<const FORM: u32>(out: *mut f32, iters: u32) {
                     epi_half(&hi, &sc, 1, &mut acc);
                 } else if FORM == AHEAD {
                     let nf = load(&p, (g + 1) % 4);
-                    let nm = mmas(&nf);
+                    let nm = mmas(&nf.af, &nf.bf);
                     epi(&m, &f, &mut acc);
                     m = nm;
                     f = nf;
                 } else if FORM == PREFETCH {
-                    let m = mmas(&f);
+                    let m = mmas(&f.af, &f.bf);
                     let nf = load(&p, (g + 1) % 4);
                     epi(&m, &f, &mut acc);
                     f = nf;
@@ -360,7 +357,7 @@ unsafe fn mma_loop<const FORM: u32>(out: *mut f32, iters: u32) {
                     epi(&m0, &fg, &mut acc);
                 } else if FORM == MMA_ONLY {
                     let f = load(&p, g);
-                    let m = mmas(&f);
+                    let m = mmas(&f.af, &f.bf);
                     for mt in 0..2 {
                         for nt in 0..4 {
                             for i in 0..4 {
@@ -370,7 +367,7 @@ unsafe fn mma_loop<const FORM: u32>(out: *mut f32, iters: u32) {
                     }
                 } else {
                     let f = load(&p, g);
-                    let m = mmas(&f);
+                    let m = mmas(&f.af, &f.bf);
                     epi(&m, &f, &mut acc);
                 }
             }
