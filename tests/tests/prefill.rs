@@ -308,14 +308,17 @@ fn older_ptx_targets() {
     }
 }
 
-/// Experts with 0, 1, 15, 16, 17, 31, 32, 33, 63, 64, 65, 127, 128 and 129 rows (tile edges of
-/// every path and MMQ shape), top-k 1 and 10, on the small layer and at the reference shape.
+/// Experts with 0, 1, 15, 16, 17, 31, 32, 33, 63, 64, 65, 127, 128, 129, 192 and 193 rows (tile
+/// edges of every path and MMQ shape, and of the flat tiles' tails), top-k 1 and 10, on the
+/// small layer and at the reference shape.
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn expert_row_counts_at_tile_edges() {
     let gpu = gpu();
     let sd = seed("expert_row_counts_at_tile_edges");
-    let counts = [0usize, 1, 15, 16, 17, 31, 32, 33, 63, 64, 65, 127, 128, 129];
+    let counts = [
+        0usize, 1, 15, 16, 17, 31, 32, 33, 63, 64, 65, 127, 128, 129, 192, 193,
+    ];
     for (s, merged) in [
         (small(WType::Iq2S, WType::Q8_0, 1), true),
         (
@@ -336,13 +339,13 @@ fn expert_row_counts_at_tile_edges() {
         let mut pfs = pipelines(&gpu, &s, t);
         assert_eq!(
             pfs.len(),
-            21,
+            24,
             "mmq, fused, ws, ws fast, fused prefetching, mmq on its classic kernel, on narrow \
              tiles (SwiGLU in the epilogue; in its own kernel, resident and streamed, and \
              resident in the grid's CTA order), with SwiGLU in the gate/up epilogue (also on \
              64-column tiles in the grid's order, and by cp.async pieces) and in its own kernel, \
-             on flat tiles (both, and warp specialized), with the weights evicted from the L2 \
-             first (three), and auto run this shape"
+             on flat tiles (both, and warp specialized), their tails on the wide kernel (three), \
+             with the weights evicted from the L2 first (three), and auto run this shape"
         );
         let label = format!(
             "row counts {counts:?} top-{k} {}/{}",

@@ -230,8 +230,8 @@ pub struct CombineParams {
 
 /// Parameters of `moe_expert_tiles`: the work list of an expert-row product built on the
 /// device from the expert bounds - for each expert in id order, its rows in tiles of at most
-/// `width` ([`MmqTile`]), then tiles of no rows up to `n_slots` (the launch's grid.x), which the
-/// products skip.
+/// `width` ([`MmqTile`]; those [`super::expert_tile_range`] keeps, by `tail` and `part`), then tiles
+/// of no rows up to `n_slots` (the launch's grid.x), which the products skip.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[repr(C)]
 pub struct ExpertTilesParams {
@@ -242,6 +242,10 @@ pub struct ExpertTilesParams {
     pub n_experts: u32,
     pub width: u32,
     pub n_slots: u32,
+    /// 0: every tile; else the most rows of a tail ([`super::expert_tile_range`])
+    pub tail: u32,
+    /// With `tail > 0`: [`super::TILES_BODY`] or [`super::TILES_TAILS`]
+    pub part: u32,
     pub _pad: u32,
 }
 
@@ -255,7 +259,7 @@ host_pod!(
 );
 
 const _: () = assert!(size_of::<MmqTile>() == 16);
-const _: () = assert!(size_of::<ExpertTilesParams>() == 32);
+const _: () = assert!(size_of::<ExpertTilesParams>() == 40);
 const _: () = assert!(size_of::<MmqParams>() == 112);
 const _: () = assert!(size_of::<RouteParams>() == 48);
 const _: () = assert!(size_of::<ScatterParams>() == 88);

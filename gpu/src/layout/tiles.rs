@@ -166,6 +166,30 @@ pub const CTA_SCAN_SMEM: usize = 4 * 32;
 /// Threads of the single `moe_expert_tiles` CTA (the device-built tile list).
 pub const EXPERT_TILES_THREADS: usize = 1024;
 
+/// `ExpertTilesParams::part`: the list without its tails (with `tail > 0`).
+pub const TILES_BODY: u32 = 0;
+/// `ExpertTilesParams::part`: the tails alone (with `tail > 0`).
+pub const TILES_TAILS: u32 = 1;
+
+/// The tiles of one expert's `rows` rows, `width` at most each, that a work list holds: the
+/// first one's index among the expert's tiles and how many follow it (the tile `i` starts at the
+/// expert's row `i * width`). With `tail == 0`, every tile. Else the expert's last tile is a
+/// *tail* where it has at most `tail` rows (an expert of at most `tail` rows is one), and `part`
+/// picks the list: [`TILES_BODY`] every tile but the tail, [`TILES_TAILS`] the tail alone. The
+/// one rule of the host's lists and `moe_expert_tiles`.
+pub const fn expert_tile_range(rows: u32, width: u32, tail: u32, part: u32) -> (u32, u32) {
+    let n = rows.div_ceil(width);
+    if tail == 0 || n == 0 {
+        return (0, n);
+    }
+    let is_tail = (rows - (n - 1) * width <= tail) as u32;
+    if part == TILES_TAILS {
+        (n - is_tail, is_tail)
+    } else {
+        (0, n - is_tail)
+    }
+}
+
 /// Dynamic shared memory of a `moe_scatter_place` CTA: its per-expert row counters, the
 /// per-expert masks of its group, then the expert ids of its `SCATTER_PLACE_TOKENS x top_k`
 /// slots (at most 20 KB: 2,048 experts, top-32).

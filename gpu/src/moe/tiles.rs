@@ -3,9 +3,10 @@
 //! the products (launcher: host/src/moe/expert/tiles.rs; the host's list, which it equals:
 //! `tiles_from_bounds` there). One CTA of `EXPERT_TILES_THREADS` threads: experts 1,024 at a
 //! time, a thread per expert, its tiles placed by a CTA prefix sum of the tile counts; the
-//! slots past the last tile get tiles of no rows.
+//! slots past the last tile get tiles of no rows. With `p.tail > 0` the list without each
+//! expert's tail, or the tails alone (`layout::expert_tile_range`).
 
-use crate::layout::{ExpertTilesParams, MmqTile};
+use crate::layout::{ExpertTilesParams, MmqTile, expert_tile_range};
 use crate::moe::scan::cta_exclusive_scan;
 use crate::ptx::{ntid_x, smem_base, tid_x};
 
@@ -40,17 +41,18 @@ pub unsafe extern "ptx-kernel" fn moe_expert_tiles(p: ExpertTilesParams) {
         } else {
             (0, 0)
         };
-        let n = rows.div_ceil(width);
+        let (first, n) = expert_tile_range(rows, width, p.tail, p.part);
         // SAFETY: e0 is the same in every thread, so every thread calls it; the dynamic shared
         // memory is its scratch.
         let (before, total) = unsafe { cta_exclusive_scan(n, smem_base()) };
         for i in 0..n {
+            let j = first + i;
             put(
                 base + before + i,
                 MmqTile {
                     expert: e,
-                    col_start: start + i * width,
-                    n_cols: (rows - i * width).min(width),
+                    col_start: start + j * width,
+                    n_cols: (rows - j * width).min(width),
                     _pad: 0,
                 },
             );

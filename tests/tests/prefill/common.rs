@@ -4,7 +4,9 @@
 use gpu::layout::{MAX_EXPERTS, WType};
 use host::device::Gpu;
 use host::moe::expert::fused::FusedPlan;
-use host::moe::expert::mmq::{MmqChoice, MmqFlatWs, MmqKernel, MmqOrder, MmqTma, MmqWeightL2};
+use host::moe::expert::mmq::{
+    MmqChoice, MmqFlatWs, MmqKernel, MmqOrder, MmqTails, MmqTma, MmqWeightL2,
+};
 use host::moe::expert::split::{Product, SplitOptions, SwigluAt};
 use host::moe::expert::ws::WsOptions;
 use host::moe::layer::DeviceLayer;
@@ -176,6 +178,7 @@ pub fn pipelines(gpu: &Gpu, s: &MoeShape, cap: usize) -> Vec<Prefill> {
                 tma: MmqTma::Auto,
                 weight_l2: MmqWeightL2::Normal,
                 flat_ws: MmqFlatWs::Off,
+                tails: MmqTails::Off,
                 swiglu,
             };
             let pf = split_pipeline(gpu, s, cap, [Product::Mmq; 2], o);
@@ -213,6 +216,29 @@ pub fn pipelines(gpu: &Gpu, s: &MoeShape, cap: usize) -> Vec<Prefill> {
             pf.describe()
         );
         pfs.push(pf);
+        // Each flat product's tails on the wide kernel (`MOE_MMQ_TAILS=wide`): SwiGLU in its
+        // own kernel and in the epilogue (lists built on the device), and the gate/up product
+        // alone on MMQ (its lists built on the host from the bounds read back).
+        for (products, swiglu) in [
+            ([Product::Mmq; 2], SwigluAt::Kernel),
+            ([Product::Mmq; 2], SwigluAt::Epilogue),
+            ([Product::Mmq, Product::Ws], SwigluAt::Kernel),
+        ] {
+            let o = SplitOptions {
+                mmq: MmqChoice::Flat,
+                swiglu,
+                tails: MmqTails::Wide,
+                ..SplitOptions::default()
+            };
+            let pf = split_pipeline(gpu, s, cap, products, o);
+            assert_eq!(
+                pf.describe().contains("tails on the wide kernel"),
+                flat == "flat kernel",
+                "{}",
+                pf.describe()
+            );
+            pfs.push(pf);
+        }
         // The weights' lines evicted from the L2 first (`MOE_MMQ_WEIGHT_L2=first`; the narrow,
         // tall and resident kernels' copies on sm_90 modules): the default kernels (narrow by
         // tensor copies, resident, tall where the types and rows take them), narrow ones by

@@ -1,13 +1,14 @@
 //! The work list built on the device (`moe_expert_tiles`) equals the host's
 //! (`tiles_from_bounds` in expert order) followed by tiles of no rows, for expert counts below,
 //! at and past one pass of its CTA (1,024), empty experts, one expert holding every row, and
-//! both widths; the slots past `n_slots` stay poisoned. And the scatter with the most experts
+//! both widths, whole and split into each expert's tail and the rest (`TilePart`); the slots
+//! past `n_slots` stay poisoned. And the scatter with the most experts
 //! and the largest top-k it takes (2,048, top-32: two experts per thread of its prefix sum, a
 //! full 48 KB of shared memory in its placement), through every path.
 
 use super::common::*;
 use gpu::layout::MAX_EXPERTS;
-use host::moe::expert::{max_tiles, tiles, tiles_from_bounds};
+use host::moe::expert::{TilePart, part_from_bounds, tiles};
 use host::moe::layer::DeviceLayer;
 use host::rng::Rng;
 use host::synth::{self, Popularity, SyntheticLayer};
@@ -49,8 +50,20 @@ fn device_tile_list_equals_the_hosts() {
         let bounds = bounds_of(counts);
         let n_rows = *bounds.last().unwrap() as usize;
         let dev_bounds = gpu.upload(&bounds).expect("upload bounds");
-        for width in [32usize, 64] {
-            let slots = max_tiles(n_rows, counts.len(), width);
+        let parts = |width: u32| {
+            [
+                TilePart::All,
+                TilePart::Body { tail: width / 2 },
+                TilePart::Tails { tail: width / 2 },
+                TilePart::Body { tail: width },
+                TilePart::Tails { tail: 1 },
+            ]
+        };
+        for (width, part) in [32usize, 64, 128]
+            .into_iter()
+            .flat_map(|w| parts(w as u32).map(|p| (w, p)))
+        {
+            let slots = part.max_tiles(n_rows, counts.len(), width);
             let mut buf = gpu
                 .alloc_filled::<[u32; 4]>(slots + GUARD, POISON)
                 .expect("tile buffer");
@@ -61,13 +74,14 @@ fn device_tile_list_equals_the_hosts() {
                     host::device::dptr(&dev_bounds, &gpu.stream),
                     counts.len(),
                     width,
+                    part,
                     &mut buf,
                     slots,
                 )
                 .expect("moe_expert_tiles")
             };
             let got = gpu.download(&buf).expect("download tiles");
-            let list = tiles_from_bounds(&bounds, width, false);
+            let list = part_from_bounds(&bounds, width, part, false);
             assert!(
                 list.len() <= slots,
                 "{label}: {} tiles > {slots}",
@@ -78,7 +92,8 @@ fn device_tile_list_equals_the_hosts() {
             want.resize(slots + GUARD, [u32::from_ne_bytes([POISON; 4]); 4]);
             if let Some(i) = (0..got.len()).find(|&i| got[i] != want[i]) {
                 panic!(
-                    "{label}, width {width}: slot {i} of {slots} is {:?}, want {:?} ({} tiles)",
+                    "{label}, width {width}, {part:?}: slot {i} of {slots} is {:?}, want {:?} \
+                     ({} tiles)",
                     got[i],
                     want[i],
                     list.len()

@@ -29,6 +29,7 @@ mod bounds;
 mod choice;
 mod flat_ws;
 mod order;
+mod tails;
 mod tma;
 mod weight_l2;
 pub use bounds::{
@@ -39,6 +40,7 @@ pub use bounds::{
 pub use choice::{MMQ_KERNEL_VAR, MmqChoice};
 pub use flat_ws::{MMQ_FLAT_WS_VAR, MmqFlatWs};
 pub use order::{MMQ_ORDER_VAR, MmqOrder};
+pub use tails::{MMQ_TAILS_VAR, MmqTails};
 pub use tma::{MMQ_TMA_VAR, MmqTma};
 pub use weight_l2::{MMQ_WEIGHT_L2_VAR, MmqWeightL2};
 
@@ -320,6 +322,11 @@ impl MmqKernels {
             .map(|l| l.total)
             .max()
             .unwrap_or(0)
+    }
+
+    /// Each product's wide kernel (the pipelined one where it fits, else the classic one).
+    pub fn wide(&self) -> [MmqKernel; 2] {
+        self.wide
     }
 
     /// Every kernel a run may take, each product's in order (for `prepare`).

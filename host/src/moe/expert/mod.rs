@@ -18,7 +18,7 @@ pub mod split;
 pub mod tiles;
 pub mod ws;
 
-pub use tiles::{max_tiles, tiles_from_bounds, upload_tiles};
+pub use tiles::{TilePart, max_tiles, part_from_bounds, tiles_from_bounds, upload_tiles};
 
 use cudarc::driver::CudaSlice;
 

@@ -3,7 +3,9 @@
 
 use crate::env;
 use crate::error::Result;
-use crate::moe::expert::mmq::{self, MmqChoice, MmqFlatWs, MmqOrder, MmqTma, MmqWeightL2};
+use crate::moe::expert::mmq::{
+    self, MmqChoice, MmqFlatWs, MmqOrder, MmqTails, MmqTma, MmqWeightL2,
+};
 use crate::moe::expert::ws::{self, WsOptions};
 use crate::moe::path::ExpertPath;
 use crate::problem::MoeShape;
@@ -41,7 +43,7 @@ impl SplitChoice {
 }
 
 /// How a split plan's products run: the weight-stationary options, the MMQ kernel choice, its
-/// CTAs' order, tensor copies, weights' L2 priority and flat kernels' form, and where
+/// CTAs' order, tensor copies, weights' L2 priority, flat kernels' form and tails, and where
 /// SwiGLU + q8_1 runs.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct SplitOptions {
@@ -51,12 +53,13 @@ pub struct SplitOptions {
     pub tma: MmqTma,
     pub weight_l2: MmqWeightL2,
     pub flat_ws: MmqFlatWs,
+    pub tails: MmqTails,
     pub swiglu: SwigluAt,
 }
 
 impl SplitOptions {
     /// From the environment (`MOE_WS_FAST`, `MOE_WS_COLS`, `MOE_MMQ_KERNEL`, `MOE_MMQ_ORDER`,
-    /// `MOE_MMQ_TMA`, `MOE_MMQ_WEIGHT_L2`, `MOE_MMQ_FLAT_WS`, `MOE_SWIGLU`).
+    /// `MOE_MMQ_TMA`, `MOE_MMQ_WEIGHT_L2`, `MOE_MMQ_FLAT_WS`, `MOE_MMQ_TAILS`, `MOE_SWIGLU`).
     pub fn from_env() -> Result<SplitOptions> {
         Ok(SplitOptions {
             ws: WsOptions::from_env(),
@@ -65,6 +68,7 @@ impl SplitOptions {
             tma: MmqTma::from_env()?,
             weight_l2: MmqWeightL2::from_env()?,
             flat_ws: MmqFlatWs::from_env()?,
+            tails: MmqTails::from_env()?,
             swiglu: SwigluAt::from_env()?,
         })
     }

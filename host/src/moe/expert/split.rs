@@ -19,7 +19,9 @@ use super::{
 };
 use crate::device::Gpu;
 use crate::error::Result;
-use crate::moe::expert::mmq::{MmqFlatWs, MmqKernel, MmqKernels, MmqOrder, MmqTma, MmqWeightL2};
+use crate::moe::expert::mmq::{
+    MmqFlatWs, MmqKernel, MmqKernels, MmqOrder, MmqTails, MmqTma, MmqWeightL2,
+};
 use crate::moe::expert::mmq_lists::MmqLists;
 use crate::moe::expert::tiles::TileRepr;
 use crate::moe::expert::ws::{self, WsOptions};
@@ -93,6 +95,13 @@ impl SplitPlan {
             opts.mmq,
             gate_up_tma,
         );
+        // A tail takes the SwiGLU epilogue where its flat product does, which the classic
+        // kernel has not: tails on the wide kernel only where that is a pipelined one.
+        let mmq_tails = if mmq.wide().contains(&MmqKernel::Classic) {
+            MmqTails::Off
+        } else {
+            opts.tails
+        };
         let lists = if choice.may_use(Product::Mmq) {
             eligible(Product::Mmq, s)?;
             for ks in mmq.all() {
@@ -100,7 +109,8 @@ impl SplitPlan {
                     k.prepare(gpu.kernels.format(w)?, mmq.resident_smem(w))?;
                 }
             }
-            Some(MmqLists::new(gpu, rows, s.n_experts, &mmq)?)
+            let tails = mmq_tails == MmqTails::Wide;
+            Some(MmqLists::new(gpu, rows, s.n_experts, &mmq, tails)?)
         } else {
             None
         };
@@ -174,6 +184,14 @@ impl SplitPlan {
             && self.products[which] == Product::Mmq
             && matches!(self.mmq_kernels[which], MmqKernel::Flat { .. })
             && !(which == 0 && self.epilogue())
+    }
+
+    /// Whether product `which` (0 gate/up, 1 down) of the prepared run is a flat MMQ product
+    /// whose tails run on the wide kernel (its flat list leaves them out: `MmqTails::Wide`).
+    fn tails_at(&self, which: usize) -> bool {
+        self.products[which] == Product::Mmq
+            && matches!(self.mmq_kernels[which], MmqKernel::Flat { .. })
+            && self.lists.as_ref().is_some_and(|l| l.has_tails())
     }
 
     fn lists(&self) -> &MmqLists {
@@ -318,6 +336,13 @@ impl ExpertPlan for SplitPlan {
         }
         if (0..2).any(|which| self.flat_ws_at(which)) {
             swiglu += "; flat kernels warp specialized";
+        }
+        if (0..2).any(|which| self.tails_at(which)) {
+            swiglu += &format!(
+                "; the flat tiles' tails on the wide kernel ({}{} tiles)",
+                if self.lists().on_device { "up to " } else { "" },
+                self.lists().tails_len()
+            );
         }
         if a == b {
             format!("{a} per product; {swiglu}")

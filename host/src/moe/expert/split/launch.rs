@@ -81,6 +81,8 @@ impl SplitPlan {
         // padded_k(ffn) / 128 chunks of cap_rows blocks (ffn a multiple of 128 for the
         // epilogue, as `epilogue` checks).
         unsafe { self.product(gpu, 0, self.products[0], func, name, gu_p)? };
+        // SAFETY: as above; the tails' list covers the rows the flat one leaves out.
+        unsafe { self.tails(gpu, 0, epilogue, gu_p)? };
         mark(0)?;
         if !epilogue {
             let sq = SwigluQuantShape::layer(io.n_rows, s.ffn);
@@ -113,6 +115,8 @@ impl SplitPlan {
         // SAFETY: as for gate/up; hq holds padded(ffn) / 128 chunks of n_rows blocks;
         // row_dst maps each row to its (token, slot) row of dm.
         unsafe { self.product(gpu, 1, self.products[1], func, name, dn_p)? };
+        // SAFETY: as for gate/up's tails.
+        unsafe { self.tails(gpu, 1, false, dn_p)? };
         mark(if epilogue { 1 } else { 2 })
     }
 
@@ -138,6 +142,56 @@ impl SplitPlan {
             0
         };
         p
+    }
+
+    /// Queues the wide kernel of product `which` over the tails its flat list leaves out, where
+    /// it has them (`tails_at`); `p`: the flat launch's parameters, `swiglu`: whether that
+    /// launch had the SwiGLU epilogue (the wide kernel's form with it takes the same maps and
+    /// writes H in the same layout).
+    ///
+    /// # Safety
+    /// As `product`, with `p` the parameters the flat launch of `which` took.
+    pub(super) unsafe fn tails(
+        &self,
+        gpu: &Gpu,
+        which: usize,
+        swiglu: bool,
+        mut p: MmqParams,
+    ) -> Result<()> {
+        if !self.tails_at(which) {
+            return Ok(());
+        }
+        let Some((list, n_tiles)) = self.lists().tails(gpu) else {
+            return Ok(());
+        };
+        if n_tiles == 0 {
+            return Ok(());
+        }
+        let wide = self.mmq.wide()[which];
+        let k = gpu
+            .kernels
+            .format([self.shape.gate_up_type, self.shape.down_type][which])?;
+        let (func, name) = if swiglu {
+            wide.swiglu_function(k)
+                .expect("tails run where the wide kernel is a pipelined one")?
+        } else {
+            wide.function(k, which)?
+        };
+        p.tiles = list;
+        let cfg = LaunchConfig {
+            grid_dim: (
+                n_tiles as u32,
+                (p.n as usize).div_ceil(wide.rows()) as u32,
+                1,
+            ),
+            block_dim: (MMQ_THREADS as u32, 1, 1),
+            shared_mem_bytes: wide.smem() as u32,
+        };
+        let arg = KArg(p);
+        // SAFETY: forwarded from the caller; the tails' buffer holds n_tiles tiles of at most
+        // the wide kernel's width.
+        unsafe { gpu.stream.launch_builder(func).arg(&arg).launch(cfg) }.op(name)?;
+        Ok(())
     }
 
     /// Queues one product over the prepared tiles of its family.
