@@ -33,7 +33,7 @@ mod tails;
 mod tma;
 mod weight_l2;
 pub use bounds::{
-    FLAT_MIN_ROWS_PER_EXPERT, FLAT_MIN_ROWS_TALL, NARROW_MAX_ROWS_PER_EXPERT,
+    FLAT_MIN_ROWS_PER_EXPERT, FLAT_MIN_ROWS_TALL, FLAT_TAILS_MIN_ROWS, NARROW_MAX_ROWS_PER_EXPERT,
     NARROW_RESIDENT_MAX_ROWS_IQ4_NL, NARROW_RESIDENT_MAX_ROWS_PER_EXPERT, flat_pays,
     gate_up_narrow_max_rows, narrow_resident_max_rows,
 };
@@ -234,6 +234,9 @@ pub struct MmqKernels {
     /// Each product's weight type and K.
     types: [WType; 2],
     ks: [usize; 2],
+    /// The flat products' tails run on the wide kernel (`MmqTails::Wide`): flat tiles pay from
+    /// fewer rows per expert ([`flat_pays`]).
+    tails: bool,
 }
 
 /// Whether the narrow kernel can run a product of type `w` and K `k` in its resident form,
@@ -293,7 +296,14 @@ impl MmqKernels {
             narrow_max,
             types,
             ks,
+            tails: false,
         }
+    }
+
+    /// Whether the flat products' tails run on the wide kernel (the plan's `MmqTails`; off
+    /// until set), which moves [`MmqKernels::for_run`]'s bound of flat tiles.
+    pub fn set_tails(&mut self, on: bool) {
+        self.tails = on;
     }
 
     /// Whether `kernel` runs product `p` of weight type `w` in the narrow kernel's resident form
@@ -340,14 +350,15 @@ impl MmqKernels {
     /// kernel up to its bound of rows per expert (`NARROW_MAX_ROWS_PER_EXPERT`,
     /// `narrow_resident_max_rows` of its type where it runs resident, or
     /// `gate_up_narrow_max_rows` for the gate/up product on sm_90), or at every row count
-    /// when narrow tiles are forced; its flat kernel where [`flat_pays`] for its type, or at
+    /// when narrow tiles are forced; its flat kernel where [`flat_pays`] for it, or at
     /// every row count when flat tiles are forced; else the wide one.
     pub fn for_run(&self, n_rows: usize, n_experts: usize) -> [MmqKernel; 2] {
         let forced = matches!(self.choice, MmqChoice::Narrow | MmqChoice::NarrowStreamed);
         [0, 1].map(|i| {
             if let Some(f) = self.flat
                 && f[i] != self.wide[i]
-                && (self.choice == MmqChoice::Flat || flat_pays(self.types[i], n_rows, n_experts))
+                && (self.choice == MmqChoice::Flat
+                    || flat_pays(self.types[i], i, n_rows, n_experts, self.tails))
             {
                 return f[i];
             }

@@ -88,7 +88,7 @@ impl SplitPlan {
         let dev = gpu.limits();
         // The narrow gate/up kernel by tensor copies takes more rows per expert.
         let gate_up_tma = opts.tma == MmqTma::Auto && DeviceLayer::has_narrow_gate_up_maps(gpu, s);
-        let mmq = MmqKernels::new(
+        let mut mmq = MmqKernels::new(
             [s.gate_up_type, s.down_type],
             [s.hidden, s.ffn],
             &dev,
@@ -102,6 +102,7 @@ impl SplitPlan {
         } else {
             opts.tails
         };
+        mmq.set_tails(mmq_tails == MmqTails::Wide);
         let lists = if choice.may_use(Product::Mmq) {
             eligible(Product::Mmq, s)?;
             for ks in mmq.all() {

@@ -56,9 +56,11 @@ pub fn gate_up_narrow_max_rows(w: WType, tma: bool) -> usize {
 /// 0.470 at 30 rows per expert, 0.564 / 0.520 at 40; the two meet near 33.
 pub const NARROW_RESIDENT_MAX_ROWS_IQ4_NL: usize = 32;
 
-/// A product whose type decodes through shared tiles (`MmqPipeShape::wide_of` wide: Q2_0,
-/// IQ4_NL, IQ2_XXS, IQ2_XS, IQ2_S) takes the flat kernel (64 weight rows x 128 columns a CTA)
-/// under `MmqChoice::Auto` from this many rows per expert on average, where an average
+/// With the flat products' tails in their flat tiles (`MmqTails::Off`; the default's bound is
+/// [`FLAT_TAILS_MIN_ROWS`]), a product whose type decodes through shared tiles
+/// (`MmqPipeShape::wide_of` wide: Q2_0, IQ4_NL, IQ2_XXS, IQ2_XS, IQ2_S) takes the flat kernel
+/// (64 weight rows x 128 columns a CTA) under `MmqChoice::Auto` from this many rows per expert
+/// on average, where an average
 /// expert's last 128-column tile is at least half full ([`flat_pays`]). Measured on the H200
 /// (BENCHMARKS.md; the reference shape, flat against wide, each product's stage), uniform
 /// routing: 55 and 65 rows per expert slower, 70 to 120 faster (-2 to -9 %), 160 slower (32
@@ -69,8 +71,9 @@ pub const NARROW_RESIDENT_MAX_ROWS_IQ4_NL: usize = 32;
 /// So from 192, where both routings gain (128 + 64 columns: the last tile half full).
 pub const FLAT_MIN_ROWS_PER_EXPERT: usize = 192;
 
-/// A product whose type decodes into registers in its 64-column kernel (the tall shape: IQ3_S,
-/// IQ3_XXS, Q8_0) takes the flat kernel from this many rows per expert on average, whatever
+/// With the tails in the flat tiles (`MmqTails::Off`), a product whose type decodes into
+/// registers in its 64-column kernel (the tall shape: IQ3_S, IQ3_XXS, Q8_0) takes the flat
+/// kernel from this many rows per expert on average, whatever
 /// its last tile's fill: the tall kernel decodes each weight value once per 64 columns, the
 /// flat one once per 128 through shared tiles. Measured on the H200 (BENCHMARKS.md; flat
 /// against tall, each product's stage), uniform routing: 55 rows per expert slower (IQ3_S
@@ -79,12 +82,28 @@ pub const FLAT_MIN_ROWS_PER_EXPERT: usize = 192;
 /// -5 %), 120 to 320 faster (-2 to -24 %). So from 100.
 pub const FLAT_MIN_ROWS_TALL: usize = 100;
 
-/// Whether a product of type `w` takes flat tiles under `MmqChoice::Auto` for a run of `n_rows`
-/// rows over `n_experts` experts: from [`FLAT_MIN_ROWS_TALL`] rows per expert on average for
-/// the tall types, from [`FLAT_MIN_ROWS_PER_EXPERT`] for the others where the average expert's
-/// last 128-column tile is at least half full.
-pub fn flat_pays(w: WType, n_rows: usize, n_experts: usize) -> bool {
+/// Where each flat product's tails run on the wide kernel (`MmqTails::Wide`, the default: an
+/// expert's last tile of at most 64 columns, so no flat tile is less than half full), the
+/// gate/up product (`[0]`) and the down product (`[1]`) take flat tiles under
+/// `MmqChoice::Auto` from this many rows per expert on average, whatever their types. Measured
+/// on an H100 (BENCHMARKS.md, the forty-third session: Q2_0 / Q2_0, IQ2_S / IQ4_NL and
+/// IQ3_S / IQ4_NL at 40 to 320 rows per expert, uniform and skewed routing, each product's
+/// stage, flat tiles with their tails against the kernels `Auto` took without them): gate/up
+/// at 40 and 50 rows per expert -4 to +3 %, at 60 -1 to -7 %, from 70 on -0 to -13 %; down at
+/// 40 and 50 +5 to +24 %, at 60 +1 to +5 %, at 70 -3 to +2 % (Q2_0 slower), at 80 -5 to +2 %
+/// (Q2_0 skewed slower), from 120 on -1 to -8 %.
+pub const FLAT_TAILS_MIN_ROWS: [usize; 2] = [60, 80];
+
+/// Whether product `which` (0 gate/up, 1 down) of type `w` takes flat tiles under
+/// `MmqChoice::Auto` for a run of `n_rows` rows over `n_experts` experts. With `tails` (its
+/// tails on the wide kernel): from [`FLAT_TAILS_MIN_ROWS`] rows per expert on average. Without:
+/// from [`FLAT_MIN_ROWS_TALL`] for the tall types, from [`FLAT_MIN_ROWS_PER_EXPERT`] for the
+/// others where the average expert's last 128-column tile is at least half full.
+pub fn flat_pays(w: WType, which: usize, n_rows: usize, n_experts: usize, tails: bool) -> bool {
     let r = n_rows / n_experts.max(1);
+    if tails {
+        return r >= FLAT_TAILS_MIN_ROWS[which.min(1)];
+    }
     if MmqPipeShape::wide_of(w) == MmqPipeShape::Tall {
         return r >= FLAT_MIN_ROWS_TALL;
     }

@@ -321,7 +321,9 @@ fn flat_tiles_from_their_bound_of_rows_per_expert_or_forced() {
         (384, true),
     ] {
         for t in shared_tiles.clone() {
-            assert_eq!(flat_pays(t, r * e, e), flat, "{t:?} {r}");
+            for which in [0, 1] {
+                assert_eq!(flat_pays(t, which, r * e, e, false), flat, "{t:?} {r}");
+            }
         }
         assert_eq!(
             auto.for_run(r * e, e),
@@ -332,10 +334,13 @@ fn flat_tiles_from_their_bound_of_rows_per_expert_or_forced() {
     // The tall types (their 64-column kernel decodes into registers): 90 tall, 100 and more
     // flat, whatever the last tile's fill.
     for t in tall {
-        assert!(!flat_pays(t, 90 * e, e), "{t:?}");
-        assert!(!flat_pays(t, (FLAT_MIN_ROWS_TALL - 1) * e, e), "{t:?}");
+        assert!(!flat_pays(t, 0, 90 * e, e, false), "{t:?}");
+        assert!(
+            !flat_pays(t, 1, (FLAT_MIN_ROWS_TALL - 1) * e, e, false),
+            "{t:?}"
+        );
         for r in [FLAT_MIN_ROWS_TALL, 120, 160, 280, 320] {
-            assert!(flat_pays(t, r * e, e), "{t:?} {r}");
+            assert!(flat_pays(t, 0, r * e, e, false), "{t:?} {r}");
         }
     }
     // Each product by its own type: at 160 rows per expert IQ3_S's gate/up takes flat tiles,
@@ -371,4 +376,52 @@ fn flat_tiles_from_their_bound_of_rows_per_expert_or_forced() {
         assert!(k.all().flatten().all(|k| k != f), "{c:?}");
     }
     assert_eq!(MmqChoice::parse("flat").unwrap(), MmqChoice::Flat);
+}
+
+#[test]
+fn flat_tiles_with_tails_from_each_products_bound() {
+    let d = dev(227 * 1024);
+    let e = 512;
+    let [gu, dn] = FLAT_TAILS_MIN_ROWS;
+    assert!(gu <= dn, "the measured bounds: gate/up 60, down 80");
+    // Above every narrow bound, so that the narrow kernels keep their row counts.
+    assert!(gu > gate_up_narrow_max_rows(WType::Q2_0, true));
+    assert!(dn > NARROW_RESIDENT_MAX_ROWS_PER_EXPERT);
+    for types in [
+        [WType::Q2_0, WType::Q2_0],
+        [WType::Iq2S, WType::Iq4Nl],
+        [WType::Iq3S, WType::Iq4Nl],
+        [WType::Q8_0, WType::Q8_0],
+    ] {
+        let mut k = MmqKernels::new(types, REF, &d, MmqChoice::Auto, false);
+        let without = [160, 280].map(|r| k.for_run(r * e, e));
+        k.set_tails(true);
+        let wide = types.map(|w| MmqKernel::choose(w, &d, MmqChoice::Auto));
+        let flat = types.map(|w| MmqKernel::flat(w, &d).unwrap());
+        assert_eq!(k.for_run(gu * e - 1, e), wide, "{types:?}");
+        assert_eq!(k.for_run(gu * e, e), [flat[0], wide[1]], "{types:?}");
+        assert_eq!(k.for_run(dn * e - 1, e), [flat[0], wide[1]], "{types:?}");
+        // Whatever the last tile's fill: at 160 and 280 rows per expert (32 and 24 columns)
+        // flat with the tails, where the types that decode through shared tiles took their wide
+        // kernel without.
+        for (i, r) in [dn, 160, 200, 280, 320].into_iter().enumerate() {
+            assert_eq!(k.for_run(r * e, e), flat, "{types:?} {r}");
+            if i == 1 || i == 3 {
+                let wide_of = |w| MmqPipeShape::wide_of(w) == MmqPipeShape::Wide;
+                assert_eq!(without[i / 2] != flat, types.iter().any(|&w| wide_of(w)));
+            }
+        }
+        for which in [0, 1] {
+            for w in types {
+                assert!(!flat_pays(
+                    w,
+                    which,
+                    (FLAT_TAILS_MIN_ROWS[which] - 1) * e,
+                    e,
+                    true
+                ));
+                assert!(flat_pays(w, which, FLAT_TAILS_MIN_ROWS[which] * e, e, true));
+            }
+        }
+    }
 }
