@@ -90,8 +90,8 @@ pub const FLAT_MIN_ROWS_TALL: usize = 100;
 /// IQ3_S / IQ4_NL at 40 to 320 rows per expert, uniform and skewed routing, each product's
 /// stage, flat tiles with their tails against the kernels `Auto` took without them): gate/up
 /// at 40 and 50 rows per expert -4 to +3 %, at 60 -1 to -7 %, from 70 on -0 to -13 %; down at
-/// 40 and 50 +5 to +24 %, at 60 +1 to +5 %, at 70 -3 to +2 % (Q2_0 slower), at 80 -5 to +2 %
-/// (Q2_0 skewed slower), from 120 on -1 to -8 %.
+/// 40 and 50 +4 to +24 %, at 60 +1 to +5 %, at 70 -3 to +2 % (Q2_0 slower), at 80 -5 to +1 %
+/// (Q2_0 skewed slower), from 120 on -0 to -8 %.
 pub const FLAT_TAILS_MIN_ROWS: [usize; 2] = [60, 80];
 
 /// Whether product `which` (0 gate/up, 1 down) of type `w` takes flat tiles under

@@ -16,7 +16,7 @@ pub const MMQ_TAILS_VAR: &str = "MOE_MMQ_TAILS";
 /// `Wide`, `MmqChoice::Auto` takes flat tiles from fewer rows per expert
 /// (`FLAT_TAILS_MIN_ROWS`). Measured on an H100 (BENCHMARKS.md, the forty-third session), flat
 /// tiles with their tails on the wide kernel against flat tiles alone, Q2_0 / Q2_0 layer:
-/// -8.5 % at 160 rows per expert, -4.8 % at 280, -1.6 % at 320, even at 240; so `Wide` is the
+/// -8.7 % at 160 rows per expert, -4.8 % at 280, -1.6 % at 320, even at 240; so `Wide` is the
 /// default (`Off` only where the wide kernel is the classic one, which has no SwiGLU epilogue).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum MmqTails {
