@@ -7,7 +7,7 @@ use std::ffi::OsString;
 use host::device::{PTX_ARCH_VAR, PTX_OVERRIDE_VAR};
 use host::moe::expert::fused::{NT_VAR, PREFETCH_VAR};
 use host::moe::expert::mmq::{
-    MMQ_FLAT_WS_VAR, MMQ_KERNEL_VAR, MMQ_ORDER_VAR, MMQ_TMA_VAR, MMQ_WEIGHT_L2_VAR,
+    MMQ_FLAT_WS_VAR, MMQ_KERNEL_VAR, MMQ_ORDER_VAR, MMQ_TAILS_VAR, MMQ_TMA_VAR, MMQ_WEIGHT_L2_VAR,
 };
 use host::moe::expert::products::SWIGLU_VAR;
 use host::moe::expert::ws::{WS_COLS_VAR, WS_FAST_VAR};
@@ -21,9 +21,10 @@ use super::CEILINGS_VAR;
 const PREFIX: &str = "MOE_";
 
 /// Every variable the binary reads.
-const READ: [&str; 17] = [
+const READ: [&str; 18] = [
     MMQ_KERNEL_VAR,
     MMQ_FLAT_WS_VAR,
+    MMQ_TAILS_VAR,
     MMQ_ORDER_VAR,
     MMQ_TMA_VAR,
     MMQ_WEIGHT_L2_VAR,
