@@ -33,8 +33,9 @@ fn reference_shape() {
     }
 }
 
-/// The reference shape at T = 4113 (82 rows per routed expert, the wide tiles), uniform and
-/// skewed, for the three benchmarked pairs.
+/// The reference shape at T = 4113 (82 rows per routed expert: the MMQ kernel choice puts both
+/// products on flat tiles, their tails on the wide kernel), uniform and skewed, for the three
+/// benchmarked pairs.
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn reference_shape_many_rows() {
