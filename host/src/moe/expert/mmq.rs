@@ -9,8 +9,10 @@
 //! into registers there, whatever the product's K: `MmqPipeShape::in_registers`). On sm_90 the
 //! narrow kernel runs a product in its resident form where the tile's whole K fits
 //! ([`MmqKernels::resident`]: every weight byte and activation block bulk-copied once in the
-//! prologue). `MOE_MMQ_KERNEL` (or a plan's [`MmqChoice`]) forces one. The plan that runs them
-//! is the split plan (split.rs).
+//! prologue). At many rows per expert a product takes the flat shape ([`MmqKernel::Flat`]: 64
+//! features x 128 rows a CTA), each expert's last tile of at most 64 rows on the wide kernel
+//! ([`MmqTails`]; bounds in mmq/bounds.rs). `MOE_MMQ_KERNEL` (or a plan's [`MmqChoice`]) forces
+//! one. The plan that runs them is the split plan (split.rs).
 
 use cudarc::driver::CudaFunction;
 use cudarc::driver::sys::CUfunction_attribute as FnAttr;
