@@ -303,9 +303,17 @@ impl MmqKernels {
     }
 
     /// Whether the flat products' tails run on the wide kernel (the plan's `MmqTails`; off
-    /// until set), which moves [`MmqKernels::for_run`]'s bound of flat tiles.
-    pub fn set_tails(&mut self, on: bool) {
-        self.tails = on;
+    /// until set), which moves [`MmqKernels::for_run`]'s bound of flat tiles. Never where a
+    /// product's wide kernel is the classic one: a tail takes the SwiGLU epilogue where its flat
+    /// product does, and the classic kernel has none.
+    pub fn set_tails(&mut self, tails: MmqTails) {
+        self.tails = tails == MmqTails::Wide && !self.wide.contains(&MmqKernel::Classic);
+    }
+
+    /// Whether the flat products' tails run on the wide kernel (`set_tails`): the flat lists
+    /// leave them out.
+    pub fn tails(&self) -> bool {
+        self.tails
     }
 
     /// Whether `kernel` runs product `p` of weight type `w` in the narrow kernel's resident form

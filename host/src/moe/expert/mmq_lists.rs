@@ -38,15 +38,11 @@ pub struct MmqLists {
 
 impl MmqLists {
     /// Buffers for runs of up to `rows` rows over `n_experts` experts, for every width
-    /// `kernels` may take; with `tails`, the flat list leaves out each expert's last tile where
-    /// it fits a wide one ([`MMQ_COLS`] rows), and a list of its own holds those.
-    pub fn new(
-        gpu: &Gpu,
-        rows: usize,
-        n_experts: usize,
-        kernels: &MmqKernels,
-        tails: bool,
-    ) -> Result<Self> {
+    /// `kernels` may take; where they run the flat products' tails on the wide kernel
+    /// (`MmqKernels::tails`), the flat list leaves out each expert's last tile where it fits a
+    /// wide one ([`MMQ_COLS`] rows), and a list of its own holds those.
+    pub fn new(gpu: &Gpu, rows: usize, n_experts: usize, kernels: &MmqKernels) -> Result<Self> {
+        let tails = kernels.tails();
         let mut bufs = [None, None, None];
         for ks in kernels.all() {
             for k in ks {
@@ -58,7 +54,7 @@ impl MmqLists {
             }
         }
         let tails = if tails && bufs[FLAT].is_some() {
-            let n = Self::tail_part().max_tiles(rows, n_experts, MMQ_COLS);
+            let n = Self::tail_part().max_tiles(rows, n_experts, WIDTHS[FLAT]);
             Some(gpu.alloc_filled(n, 0xa5)?)
         } else {
             None

@@ -19,9 +19,7 @@ use super::{
 };
 use crate::device::Gpu;
 use crate::error::Result;
-use crate::moe::expert::mmq::{
-    MmqFlatWs, MmqKernel, MmqKernels, MmqOrder, MmqTails, MmqTma, MmqWeightL2,
-};
+use crate::moe::expert::mmq::{MmqFlatWs, MmqKernel, MmqKernels, MmqOrder, MmqTma, MmqWeightL2};
 use crate::moe::expert::mmq_lists::MmqLists;
 use crate::moe::expert::tiles::TileRepr;
 use crate::moe::expert::ws::{self, WsOptions};
@@ -95,14 +93,7 @@ impl SplitPlan {
             opts.mmq,
             gate_up_tma,
         );
-        // A tail takes the SwiGLU epilogue where its flat product does, which the classic
-        // kernel has not: tails on the wide kernel only where that is a pipelined one.
-        let mmq_tails = if mmq.wide().contains(&MmqKernel::Classic) {
-            MmqTails::Off
-        } else {
-            opts.tails
-        };
-        mmq.set_tails(mmq_tails == MmqTails::Wide);
+        mmq.set_tails(opts.tails);
         let lists = if choice.may_use(Product::Mmq) {
             eligible(Product::Mmq, s)?;
             for ks in mmq.all() {
@@ -110,8 +101,7 @@ impl SplitPlan {
                     k.prepare(gpu.kernels.format(w)?, mmq.resident_smem(w))?;
                 }
             }
-            let tails = mmq_tails == MmqTails::Wide;
-            Some(MmqLists::new(gpu, rows, s.n_experts, &mmq, tails)?)
+            Some(MmqLists::new(gpu, rows, s.n_experts, &mmq)?)
         } else {
             None
         };

@@ -158,13 +158,10 @@ impl SplitPlan {
         swiglu: bool,
         mut p: MmqParams,
     ) -> Result<()> {
-        if !self.tails_at(which) {
-            return Ok(());
-        }
-        let Some((list, n_tiles)) = self.lists().tails(gpu) else {
+        let Some((list, n_tiles)) = self.lists.as_ref().and_then(|l| l.tails(gpu)) else {
             return Ok(());
         };
-        if n_tiles == 0 {
+        if !self.tails_at(which) || n_tiles == 0 {
             return Ok(());
         }
         let wide = self.mmq.wide()[which];
@@ -178,20 +175,10 @@ impl SplitPlan {
             wide.function(k, which)?
         };
         p.tiles = list;
-        let cfg = LaunchConfig {
-            grid_dim: (
-                n_tiles as u32,
-                (p.n as usize).div_ceil(wide.rows()) as u32,
-                1,
-            ),
-            block_dim: (MMQ_THREADS as u32, 1, 1),
-            shared_mem_bytes: wide.smem() as u32,
-        };
-        let arg = KArg(p);
+        let (rows, smem) = (wide.rows(), wide.smem());
         // SAFETY: forwarded from the caller; the tails' buffer holds n_tiles tiles of at most
         // the wide kernel's width.
-        unsafe { gpu.stream.launch_builder(func).arg(&arg).launch(cfg) }.op(name)?;
-        Ok(())
+        unsafe { launch_tiles(gpu, func, name, p, n_tiles, rows, MMQ_THREADS, smem) }
     }
 
     /// Queues one product over the prepared tiles of its family.
@@ -256,16 +243,9 @@ impl SplitPlan {
         } else {
             (func, name)
         };
-        let cfg = LaunchConfig {
-            // (The resident form's last CTA of a column may run fewer row tiles.)
-            grid_dim: (n_tiles as u32, (p.n as usize).div_ceil(rows) as u32, 1),
-            block_dim: (threads as u32, 1, 1),
-            shared_mem_bytes: smem as u32,
-        };
-        let arg = KArg(p);
-        // SAFETY: forwarded from the caller; the tile buffer holds n_tiles tiles.
-        unsafe { gpu.stream.launch_builder(func).arg(&arg).launch(cfg) }.op(name)?;
-        Ok(())
+        // SAFETY: forwarded from the caller; the tile buffer holds n_tiles tiles. (The resident
+        // form's last CTA of a column may run fewer row tiles.)
+        unsafe { launch_tiles(gpu, func, name, p, n_tiles, rows, threads, smem) }
     }
 
     /// The kernel, its name and the tile buffer of product `which` (0 gate/up, 1 down) of type
@@ -304,4 +284,33 @@ impl SplitPlan {
             }
         })
     }
+}
+
+/// Launches an MMQ product's kernel `func` over `n_tiles` tiles (grid.x) and its output
+/// features in row tiles of `rows` (grid.y), `threads` a CTA with `smem` bytes of dynamic shared
+/// memory.
+///
+/// # Safety
+/// `p` describes live device buffers as `gpu::layout::MmqParams` requires for `func`, with
+/// `p.tiles` holding `n_tiles` tiles; `rows`, `threads` and `smem` are `func`'s.
+#[allow(clippy::too_many_arguments)]
+unsafe fn launch_tiles(
+    gpu: &Gpu,
+    func: &CudaFunction,
+    name: &'static str,
+    p: MmqParams,
+    n_tiles: usize,
+    rows: usize,
+    threads: usize,
+    smem: usize,
+) -> Result<()> {
+    let cfg = LaunchConfig {
+        grid_dim: (n_tiles as u32, (p.n as usize).div_ceil(rows) as u32, 1),
+        block_dim: (threads as u32, 1, 1),
+        shared_mem_bytes: smem as u32,
+    };
+    let arg = KArg(p);
+    // SAFETY: forwarded from the caller.
+    unsafe { gpu.stream.launch_builder(func).arg(&arg).launch(cfg) }.op(name)?;
+    Ok(())
 }

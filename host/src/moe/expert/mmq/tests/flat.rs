@@ -115,22 +115,24 @@ fn flat_tiles_with_tails_from_each_products_bound() {
         [WType::Q8_0, WType::Q8_0],
     ] {
         let mut k = MmqKernels::new(types, REF, &d, MmqChoice::Auto, false);
-        let without = [160, 280].map(|r| k.for_run(r * e, e));
-        k.set_tails(true);
         let wide = types.map(|w| MmqKernel::choose(w, &d, MmqChoice::Auto));
         let flat = types.map(|w| MmqKernel::flat(w, &d).unwrap());
+        // At 160 and 280 rows per expert (last tiles of 32 and 24 columns) the types that
+        // decode through shared tiles take their wide kernel without the tails on it.
+        let shared_tiles = types
+            .iter()
+            .any(|&w| MmqPipeShape::wide_of(w) == MmqPipeShape::Wide);
+        for r in [160, 280] {
+            assert_eq!(k.for_run(r * e, e) != flat, shared_tiles, "{types:?} {r}");
+        }
+        k.set_tails(MmqTails::Wide);
+        assert!(k.tails());
         assert_eq!(k.for_run(gu * e - 1, e), wide, "{types:?}");
         assert_eq!(k.for_run(gu * e, e), [flat[0], wide[1]], "{types:?}");
         assert_eq!(k.for_run(dn * e - 1, e), [flat[0], wide[1]], "{types:?}");
-        // Whatever the last tile's fill: at 160 and 280 rows per expert (32 and 24 columns)
-        // flat with the tails, where the types that decode through shared tiles took their wide
-        // kernel without.
-        for (i, r) in [dn, 160, 200, 280, 320].into_iter().enumerate() {
+        // With them, flat whatever the last tile's fill.
+        for r in [dn, 160, 200, 280, 320] {
             assert_eq!(k.for_run(r * e, e), flat, "{types:?} {r}");
-            if i == 1 || i == 3 {
-                let wide_of = |w| MmqPipeShape::wide_of(w) == MmqPipeShape::Wide;
-                assert_eq!(without[i / 2] != flat, types.iter().any(|&w| wide_of(w)));
-            }
         }
         for which in [0, 1] {
             for w in types {
@@ -145,4 +147,16 @@ fn flat_tiles_with_tails_from_each_products_bound() {
             }
         }
     }
+}
+
+#[test]
+fn no_tails_where_a_wide_kernel_is_the_classic_one() {
+    // Forced classic: the wide kernels are the classic ones, which have no SwiGLU epilogue.
+    let d = dev(227 * 1024);
+    let mut k = MmqKernels::new([WType::Q2_0; 2], REF, &d, MmqChoice::Classic, false);
+    k.set_tails(MmqTails::Wide);
+    assert!(!k.tails());
+    let mut k = MmqKernels::new([WType::Q2_0; 2], REF, &d, MmqChoice::Auto, false);
+    k.set_tails(MmqTails::Off);
+    assert!(!k.tails());
 }
