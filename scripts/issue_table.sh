@@ -7,7 +7,8 @@
 #   scripts/issue_table.sh BIN OUT_DIR [EXTRA_PREFILL_FLAGS...]
 #
 # Writes OUT_DIR/gpu.log (name, driver, clocks), OUT_DIR/table.log and OUT_DIR/skewed.log (the
-# CLI's whole output for each pair).
+# CLI's whole output for each pair), and OUT_DIR/bars.txt: the issues' bars against the table
+# (scripts/bars.py, where python3 is there).
 set -uo pipefail
 [ $# -ge 2 ] || { sed -n '2,10p' "$0"; exit 2; }
 bin=$1 out=$2
@@ -28,3 +29,6 @@ for p in "q2_0 q2_0" "iq2_s iq4_nl"; do
   timeout 60 "$bin" prefill --routing skewed --gate-up "$g" --down "$d" --tokens 512 16384 \
     --reps 10 --check false "${extra[@]}" >> "$out/skewed.log" 2>&1 || echo "=== exit $?" >> "$out/skewed.log"
 done
+if command -v python3 > /dev/null; then
+  python3 "$(dirname "$0")/bars.py" "$out" > "$out/bars.txt" 2>&1
+fi
