@@ -46,6 +46,18 @@ impl MmqPipeShape {
         }
     }
 
+    /// Whether the decoded-tile kernels (wide and flat shapes) of type `w` give their count of
+    /// live 8-column tiles to ptxas as warp-uniform (`ptx::warp_uniform`, pipe/tiles.rs
+    /// `product`), by measurement (H100, BENCHMARKS.md, forty-fourth section): ptxas then moves
+    /// the count's address arithmetic to the uniform datapath and drops the `WARPSYNC` + `NOP`
+    /// of each group trip; the IQ2_XXS gate/up product ran 5-6 % faster at T = 8,192 and 16,384
+    /// (its flat kernel's spill gone, K step 638 -> 603 instructions), IQ3_S's flat one 2 %,
+    /// while Q2_0's products ran 2-4 % slower (K step 539 -> 528) and IQ2_S's gate/up 0.7 %
+    /// (IQ4_NL's down product within 0.4 %: left as it was, with the others not measured).
+    pub const fn uniform_live_tiles(w: WType) -> bool {
+        matches!(w, WType::Iq2Xxs | WType::Iq3S)
+    }
+
     /// 128-value K steps per raw weight stage of type `w` (whole blocks): a stage's weight rows
     /// are copied once, when its first step is issued. The narrow shape takes 512 values of
     /// Q2_0 (the gate/up product at T = 512), so that its warps issue their weight copies every

@@ -5,10 +5,10 @@
 
 use super::{Cta, ROW, copy, ld4};
 use crate::formats::{SharedTables, WeightBlock};
-use crate::layout::{MMQ_KSTEP, MMQ_THREADS, MmqParams, MmqTmaMap};
+use crate::layout::{MMQ_KSTEP, MMQ_THREADS, MmqParams, MmqPipeShape, MmqTmaMap};
 use crate::ptx::{
     ld_shared_f32, ld_shared_v2_f32, ldmatrix_x4, mma_m16n8k16_s8, mma_m16n8k32_s8, st_shared_u32,
-    st_shared_v4, sync_threads, tid_x,
+    st_shared_v4, sync_threads, tid_x, warp_uniform,
 };
 use crate::quant::{MAGIC, mmq_step_16_magic, mmq_step_32_magic};
 
@@ -103,13 +103,20 @@ pub(super) unsafe fn product<B: WeightBlock>(c: &Cta, j: u32, acc: &mut [[[f32; 
     let nt = c.shape.nt() as u32;
     let wn = tid_x() / 32 / c.shape.warps_m() as u32;
     // The warp's live 8-column tiles (warp-uniform), each count its own code without per-tile
-    // branches (whose convergence ptxas cannot prove: it fences every `mma` after one).
+    // branches (whose convergence ptxas cannot prove: it fences every `mma` after one). For
+    // some types through `warp_uniform`, so that ptxas knows the count is the warp's
+    // (`MmqPipeShape::uniform_live_tiles`, measured per type).
     let live = c
         .tile
         .n_cols
         .saturating_sub(wn * 8 * nt)
         .div_ceil(8)
         .min(nt);
+    let live = if MmqPipeShape::uniform_live_tiles(B::WTYPE) {
+        warp_uniform(live)
+    } else {
+        live
+    };
     // SAFETY: forwarded contract.
     unsafe {
         match live {
