@@ -62,6 +62,20 @@ pub fn mmq_step_16_magic(acc: f32, m0: i32, m1: i32, da0: f32, da1: f32, db: f32
     fma(db, inner, acc)
 }
 
+/// [`mmq_step_16_magic`] with the first half's sum as a plain int32 (`c0`, from an `mma` with a
+/// zero C operand) converted by `cvt.rn.f32.s32` (`I2FP` on sm_90) instead of the MAGIC
+/// subtraction: the same value (exact for |c0| < 2^24), so the same bytes, at the same
+/// instruction count, with a quarter of the step's instructions off the FP32 pipe (the second
+/// half keeps [`magic_mul`]'s one `fma`). The pipelined MMQ kernels' form: measured on an H100
+/// (BENCHMARKS.md, forty-fifth session), the IQ2_S / IQ4_NL layer 0.6-1.4 % faster at
+/// T = 512-16,384 and IQ2_XS's 1-1.6 %, their K steps' FP32 instructions 531 -> 403.
+#[inline(always)]
+pub fn mmq_step_16_cvt(acc: f32, c0: i32, m1: i32, da0: f32, da1: f32, db: f32) -> f32 {
+    let p1 = magic_mul(m1, da1, magic_offset(da1));
+    let inner = fma(c0 as f32, da0, p1);
+    fma(db, inner, acc)
+}
+
 /// One step of the Q2_0 shared-d numerics (an opt-in variant, `Numerics::Q2_0SharedD` on the
 /// host; not ggml's): a Q2_0 block's two 32-value groups share its scale `d`, so the step of a
 /// 64-value block is `d (C0 dB0 + C1 dB1)` in the order `p1 = C1 * dB1` (rounded);

@@ -20,9 +20,9 @@ mod q8_1;
 pub use exp::{exp, swiglu, swiglu_den, swiglu_div};
 pub use f16::{f16_scale_to_f32, f16_to_f32, f16_to_f32_soft, f32_to_f16};
 pub use mmq::{
-    MAGIC, magic_mul, magic_offset, magic_to_f32, mmq_step_16, mmq_step_16_magic, mmq_step_32,
-    mmq_step_32_magic, q2_0_shared_d_step, q2_0_shared_d_step_magic, scale_probe_inputs,
-    small_i32_to_f32,
+    MAGIC, magic_mul, magic_offset, magic_to_f32, mmq_step_16, mmq_step_16_cvt, mmq_step_16_magic,
+    mmq_step_32, mmq_step_32_magic, q2_0_shared_d_step, q2_0_shared_d_step_magic,
+    scale_probe_inputs, small_i32_to_f32,
 };
 pub use q8_1::{
     amax_merge, amax_step, q8_1_inv_scale, q8_1_quant, q8_1_quant_finite, q8_1_quant_tiny,

@@ -174,6 +174,12 @@ fn magic_steps_equal_the_plain_steps() {
             mmq_step_16_magic(acc, m, MAGIC - c, da, db, acc).to_bits(),
             mmq_step_16(acc, c, -c, da, db, acc).to_bits()
         );
+        // The pipelined kernels' form: the first half's sum plain, converted by `as f32`.
+        let c1 = (c * 5) % (1 << 19);
+        assert_eq!(
+            mmq_step_16_cvt(acc, c, MAGIC.wrapping_add(c1), da, db, acc).to_bits(),
+            mmq_step_16(acc, c, c1, da, db, acc).to_bits()
+        );
         let db1 = f32::from_bits(0x3800_0000 | (s >> 8) as u32 & 0x00ff_ffff);
         let c1 = (c * 7) % (1 << 19);
         let sd = q2_0_shared_d_step(acc, c, c1, db, db1, da);

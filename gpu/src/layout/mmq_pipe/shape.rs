@@ -53,9 +53,14 @@ impl MmqPipeShape {
     /// of each group trip; the IQ2_XXS gate/up product ran 5-6 % faster at T = 8,192 and 16,384
     /// (its flat kernel's spill gone, K step 638 -> 603 instructions), IQ3_S's flat one 2 %,
     /// while Q2_0's products ran 2-4 % slower (K step 539 -> 528) and IQ2_S's gate/up 0.7 %
-    /// (IQ4_NL's down product within 0.4 %: left as it was, with the others not measured).
+    /// (IQ4_NL's down product within 0.4 %: left as it was). The forty-fifth session's:
+    /// IQ3_XXS / Q2_0 -4 to -5 % at T = 8,192 and 16,384 (K step 647 -> 620), IQ2_XS / Q2_0
+    /// -0.8 %; Q8_0's gate/up +0.3 % and down -0.2 % (left as it was).
     pub const fn uniform_live_tiles(w: WType) -> bool {
-        matches!(w, WType::Iq2Xxs | WType::Iq3S)
+        matches!(
+            w,
+            WType::Iq2Xxs | WType::Iq2Xs | WType::Iq3Xxs | WType::Iq3S
+        )
     }
 
     /// 128-value K steps per raw weight stage of type `w` (whole blocks): a stage's weight rows

@@ -47,8 +47,9 @@
 //!   each lane holds gate and up of its outputs and the CTA writes H = q8_1(swiglu(gate, up))
 //!   instead of gate and up: the `moe_swiglu_quant` launch and the f32 round trip are gone.
 //!
-//! Numerics: MMQ's exactly (`gpu::quant::mmq_step_32_magic` / `mmq_step_16_magic` in ascending
-//! K), so the bytes equal the classic kernel's and the CPU reference's; the epilogue is
+//! Numerics: MMQ's exactly (`gpu::quant::mmq_step_32_magic` / `mmq_step_16_cvt`, the same values
+//! as `mmq_step_16_magic`, in ascending K), so the bytes equal the classic kernel's and the CPU
+//! reference's; the epilogue is
 //! `moe_swiglu_quant`'s (`gpu::quant::swiglu`, the q8_1 rule), so H's bytes are its bytes.
 //! Launcher: host/src/moe/expert/split/launch.rs (chosen where the device has the shared memory).
 

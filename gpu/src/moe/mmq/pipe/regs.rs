@@ -25,7 +25,7 @@
 //! `ldmatrix` for both) wanted 150-190 registers uncapped: at the cap of 128 Q8_0 and IQ4_NL
 //! spilled 250 bytes, and Q2_0's gate/up ran 9 % slower at T = 2,048 (H200).
 //!
-//! Numerics: the pipelined kernel's (`mmq_step_32_magic` / `mmq_step_16_magic` in ascending K, the
+//! Numerics: the pipelined kernel's (`mmq_step_32_magic` / `mmq_step_16_cvt` in ascending K, the
 //! same integer sums and scales), so the bytes are the same.
 
 use super::{Cta, ROW, copy, ld4};
@@ -34,7 +34,7 @@ use crate::layout::{MMQ_KSTEP, MmqParams};
 #[cfg(gpu_sm90)]
 use crate::ptx::sync_threads;
 use crate::ptx::{ld_shared_v2_u32, ldmatrix_x2, ldmatrix_x4, mma_m16n8k32_s8, tid_x};
-use crate::quant::{MAGIC, mmq_step_16_magic, mmq_step_32_magic};
+use crate::quant::{MAGIC, mmq_step_16_cvt, mmq_step_32_magic};
 
 /// The K loop over `nk` steps, its copies included (`copy::issue_in_regs`). On sm_90 it is
 /// warp-private (the warps share only the activations): each warp copies its own 16 rows'
@@ -245,10 +245,10 @@ unsafe fn product_tall<B: WeightBlock>(c: &Cta, j: u32, acc: &mut [[[f32; 4]; 4]
                 };
                 let dbn = [db[0][gs], db[1][gs]];
                 if sixteen {
-                    let lo = mma_m16n8k32_s8(af[gs].map(|a| a & first_half), bf, MAGIC);
+                    let lo = mma_m16n8k32_s8(af[gs].map(|a| a & first_half), bf, 0);
                     let hi = mma_m16n8k32_s8(af[gs].map(|a| a & !first_half), bf, MAGIC);
                     unroll!(i in [0, 1, 2, 3] {
-                        a[i] = mmq_step_16_magic(a[i], lo[i], hi[i], da[gs][0][i / 2], da[gs][1][i / 2], dbn[i % 2]);
+                        a[i] = mmq_step_16_cvt(a[i], lo[i], hi[i], da[gs][0][i / 2], da[gs][1][i / 2], dbn[i % 2]);
                     });
                 } else {
                     let m = mma_m16n8k32_s8(af[gs], bf, MAGIC);
@@ -326,11 +326,11 @@ unsafe fn product_nt<B: WeightBlock, const NT: usize, const RESIDENT: bool>(
                 let dbn = [db[2 * nt][gs], db[2 * nt + 1][gs]];
                 let a = &mut acc[0][nt];
                 if sixteen {
-                    let lo = mma_m16n8k32_s8(af.map(|a| a & first_half), bf[nt], MAGIC);
+                    let lo = mma_m16n8k32_s8(af.map(|a| a & first_half), bf[nt], 0);
                     let hi = mma_m16n8k32_s8(af.map(|a| a & !first_half), bf[nt], MAGIC);
                     let (da0, da1) = (das[0], das[1]);
                     unroll!(i in [0, 1, 2, 3] {
-                        a[i] = mmq_step_16_magic(a[i], lo[i], hi[i], da0[i / 2], da1[i / 2], dbn[i % 2]);
+                        a[i] = mmq_step_16_cvt(a[i], lo[i], hi[i], da0[i / 2], da1[i / 2], dbn[i % 2]);
                     });
                 } else {
                     let m = mma_m16n8k32_s8(af, bf[nt], MAGIC);

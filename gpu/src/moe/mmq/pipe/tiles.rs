@@ -10,7 +10,7 @@ use crate::ptx::{
     ld_shared_f32, ld_shared_v2_f32, ldmatrix_x4, mma_m16n8k16_s8, mma_m16n8k32_s8, st_shared_u32,
     st_shared_v4, sync_threads, tid_x, warp_uniform,
 };
-use crate::quant::{MAGIC, mmq_step_16_magic, mmq_step_32_magic};
+use crate::quant::{MAGIC, mmq_step_16_cvt, mmq_step_32_magic};
 
 /// Decodes K step `j` from its raw stage into decoded tile `j % 2`: with `tpr` threads a row
 /// (`256 / rows`: 2, or the flat shape's 4) thread `tid` takes weight row `tid / tpr` and its
@@ -199,11 +199,11 @@ unsafe fn product_nt<B: WeightBlock, const NT: u32>(c: &Cta, j: u32, acc: &mut [
                         if (mt as u32) < mts {
                             let a = &mut acc[mt][nt];
                             if sixteen {
-                                let lo = mma_m16n8k16_s8([af[mt][0], af[mt][1]], bf[nt][0], MAGIC);
+                                let lo = mma_m16n8k16_s8([af[mt][0], af[mt][1]], bf[nt][0], 0);
                                 let hi = mma_m16n8k16_s8([af[mt][2], af[mt][3]], bf[nt][1], MAGIC);
                                 unroll!(i in [0, 1, 2, 3] {
                                     let s = 2 * mt + i / 2;
-                                    a[i] = mmq_step_16_magic(a[i], lo[i], hi[i], da0[s], da1[s], dbn[i % 2]);
+                                    a[i] = mmq_step_16_cvt(a[i], lo[i], hi[i], da0[s], da1[s], dbn[i % 2]);
                                 });
                             } else {
                                 let m = mma_m16n8k32_s8(af[mt], bf[nt], MAGIC);
