@@ -67,8 +67,8 @@ pub fn mmq_step_16_magic(acc: f32, m0: i32, m1: i32, da0: f32, da1: f32, db: f32
 /// subtraction: the same value (exact for |c0| < 2^24), so the same bytes, at the same
 /// instruction count, with a quarter of the step's instructions off the FP32 pipe (the second
 /// half keeps [`magic_mul`]'s one `fma`). The pipelined MMQ kernels' form: measured on an H100
-/// (BENCHMARKS.md, forty-fifth session), the IQ2_S / IQ4_NL layer 0.6-1.4 % faster at
-/// T = 512-16,384 and IQ2_XS's 1-1.6 %, their K steps' FP32 instructions 531 -> 403.
+/// (BENCHMARKS.md, forty-fifth session), the IQ2_S / IQ4_NL layer 0.3-1.4 % faster at
+/// T = 512-16,384 and IQ2_XS / Q2_0 0.6 %, their K steps' FP32 instructions 531 -> 403.
 #[inline(always)]
 pub fn mmq_step_16_cvt(acc: f32, c0: i32, m1: i32, da0: f32, da1: f32, db: f32) -> f32 {
     let p1 = magic_mul(m1, da1, magic_offset(da1));
