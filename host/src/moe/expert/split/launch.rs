@@ -158,12 +158,13 @@ impl SplitPlan {
         swiglu: bool,
         mut p: MmqParams,
     ) -> Result<()> {
-        let Some((list, n_tiles)) = self.lists.as_ref().and_then(|l| l.tails(gpu)) else {
-            return Ok(());
-        };
-        if !self.tails_at(which) || n_tiles == 0 {
+        if !self.tails_at(which) {
             return Ok(());
         }
+        // `tails_at`: the lists exist and hold the tails' list.
+        let Some((list, n_tiles)) = self.lists().tails(gpu).filter(|&(_, n)| n > 0) else {
+            return Ok(());
+        };
         let wide = self.mmq.wide()[which];
         let k = gpu
             .kernels
