@@ -14,6 +14,7 @@ use crate::error::{DriverOp, Error, Result};
 use crate::ptx;
 
 mod kernels;
+mod launch;
 mod side;
 mod tma;
 use kernels::KernelSource;
@@ -21,6 +22,7 @@ pub use kernels::{
     BULK_KERNELS, FORMAT_KERNELS, FormatKernels, Kernels, MMA_KERNELS, format_kernel_names,
     kernel_names, kernel_names_in,
 };
+pub use launch::{PDL_VAR, Pdl, launch};
 pub use side::{Side, SideJoin};
 pub use tma::{TMA_MAP_BYTES, encode as encode_tma_map};
 
@@ -85,6 +87,9 @@ pub struct Gpu {
     pub side: Side,
     pub kernels: Kernels,
     pub info: DeviceInfo,
+    /// Whether the layer's kernels are queued as programmatic dependent launches (sm_90 module
+    /// and `MOE_PDL` not `off`: device/launch.rs).
+    pub pdl: bool,
 }
 
 /// Whether a CUDA driver library can be loaded on this machine (no driver call is made).
@@ -214,12 +219,14 @@ impl Gpu {
             .new_stream_with_priority(greatest)
             .op("cuStreamCreateWithPriority (main stream)")?;
         let side = Side::new(&ctx, least)?;
+        let pdl = ptx_arch >= 90 && Pdl::from_env()? == Pdl::On;
         Ok(Gpu {
             ctx,
             stream,
             side,
             kernels,
             info,
+            pdl,
         })
     }
 

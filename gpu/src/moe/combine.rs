@@ -19,6 +19,7 @@ const _: () = assert!(COMBINE_VALUES == 4 && COMBINE_SLOTS_AHEAD == 10);
 /// `COMBINE_VALUES`; `dm` not written while the kernel runs.
 #[unsafe(no_mangle)]
 pub unsafe extern "ptx-kernel" fn moe_combine(p: CombineParams) {
+    crate::ptx::grid_dependency_sync();
     let t = ctaid_x();
     let h = (ctaid_y() * COMBINE_THREADS as u32 + tid_x()) * COMBINE_VALUES as u32;
     if h >= p.hidden {

@@ -26,6 +26,7 @@ fn key(p: f32) -> f32 {
 /// dynamic shared memory.
 #[unsafe(no_mangle)]
 pub unsafe extern "ptx-kernel" fn moe_route(p: RouteParams) {
+    crate::ptx::grid_dependency_sync();
     let t = ctaid_x() * 4 + tid_x() / 32;
     if t >= p.n_tokens {
         return; // the whole warp

@@ -111,6 +111,7 @@ fn swiglu_x8(g: [f32; 8], u: [f32; 8]) -> [f32; 8] {
 /// Buffers as described in `layout::SwigluQuantParams`; launched with the grid above.
 #[unsafe(no_mangle)]
 pub unsafe extern "ptx-kernel" fn moe_swiglu_quant(p: SwigluQuantParams) {
+    crate::ptx::grid_dependency_sync();
     // One uniform branch, then a body with the layout fixed: the loads and the lane's value
     // order are not selected per chunk.
     // SAFETY: forwarded contract.
@@ -167,6 +168,7 @@ unsafe fn swiglu_quant_rows<const INTERLEAVED: bool>(p: &SwigluQuantParams) {
 /// Buffers as described in `layout::SwigluParams`.
 #[unsafe(no_mangle)]
 pub unsafe extern "ptx-kernel" fn moe_swiglu_f32(p: SwigluParams) {
+    crate::ptx::grid_dependency_sync();
     // SAFETY: forwarded contract.
     unsafe {
         if p.interleaved != 0 {
@@ -210,6 +212,7 @@ unsafe fn swiglu_f32_rows<const INTERLEAVED: bool>(p: &SwigluParams) {
 /// Buffers as described in `layout::QuantizeParams`.
 #[unsafe(no_mangle)]
 pub unsafe extern "ptx-kernel" fn moe_quantize_q8_1(p: QuantizeParams) {
+    crate::ptx::grid_dependency_sync();
     let row = ctaid_x();
     if row >= p.n_rows {
         return;

@@ -18,6 +18,7 @@ use crate::ptx::{ntid_x, smem_base, tid_x};
 /// `layout::CTA_SCAN_SMEM` bytes of dynamic shared memory.
 #[unsafe(no_mangle)]
 pub unsafe extern "ptx-kernel" fn moe_expert_tiles(p: ExpertTilesParams) {
+    crate::ptx::grid_dependency_sync();
     let tiles = p.tiles as *mut MmqTile;
     // Clamped to 1 (the host never passes 0): no division-by-zero path in the kernel.
     let width = p.width.max(1);

@@ -25,6 +25,26 @@ mod bulk;
 #[cfg(gpu_sm90)]
 pub use bulk::*;
 
+/// `griddepcontrol.launch_dependents; griddepcontrol.wait;` [9.7.13.x, sm_90]: at a kernel's
+/// entry, lets the stream's next kernel be scheduled once every CTA of this one has started,
+/// then waits until the kernel this one follows has completed and its writes are visible. A
+/// kernel launched with the programmatic-serialization attribute (host: `device::launch`) so
+/// has its CTAs scheduled during its predecessor's last wave; launched without it, both
+/// instructions do nothing. Compiled to nothing below sm_90. A memory clobber: no load or
+/// store of the kernel moves above it.
+#[inline(always)]
+pub fn grid_dependency_sync() {
+    #[cfg(gpu_sm90)]
+    // SAFETY: no operands; ordering only.
+    unsafe {
+        asm!(
+            "griddepcontrol.launch_dependents;",
+            "griddepcontrol.wait;",
+            options(nostack)
+        );
+    }
+}
+
 /// `%tid.x` [10.13 special registers].
 #[inline(always)]
 pub fn tid_x() -> u32 {

@@ -4,7 +4,7 @@
 
 use std::ffi::OsString;
 
-use host::device::{PTX_ARCH_VAR, PTX_OVERRIDE_VAR};
+use host::device::{PDL_VAR, PTX_ARCH_VAR, PTX_OVERRIDE_VAR};
 use host::moe::expert::fused::{NT_VAR, PREFETCH_VAR};
 use host::moe::expert::mmq::{
     MMQ_FLAT_WS_VAR, MMQ_KERNEL_VAR, MMQ_ORDER_VAR, MMQ_TAILS_VAR, MMQ_TMA_VAR, MMQ_WEIGHT_L2_VAR,
@@ -21,7 +21,7 @@ use super::CEILINGS_VAR;
 const PREFIX: &str = "MOE_";
 
 /// Every variable the binary reads.
-const READ: [&str; 18] = [
+const READ: [&str; 19] = [
     MMQ_KERNEL_VAR,
     MMQ_FLAT_WS_VAR,
     MMQ_TAILS_VAR,
@@ -40,6 +40,7 @@ const READ: [&str; 18] = [
     DIR_VAR,
     CEILINGS_VAR,
     NUMERICS_VAR,
+    PDL_VAR,
 ];
 
 /// Variables only the tests read (a run ignores them without a warning).

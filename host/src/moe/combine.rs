@@ -1,6 +1,6 @@
 //! Launcher of `moe_combine` (gpu/src/moe/combine.rs). CPU twin: host/src/reference/combine.rs.
 
-use cudarc::driver::{CudaSlice, LaunchConfig, PushKernelArg};
+use cudarc::driver::{CudaSlice, LaunchConfig};
 use gpu::layout::{COMBINE_THREADS, COMBINE_VALUES, CombineParams};
 
 use crate::device::{Gpu, KArg, MAX_GRID_X, dptr};
@@ -70,13 +70,8 @@ pub fn launch(
         shared_mem_bytes: 0,
     };
     // SAFETY: sizes checked above.
-    unsafe {
-        gpu.stream
-            .launch_builder(&gpu.kernels.moe_combine)
-            .arg(&p)
-            .launch(cfg)
-    }
-    .op("launch moe_combine")?;
+    unsafe { crate::device::launch(&gpu.stream, &gpu.kernels.moe_combine, cfg, &p, gpu.pdl) }
+        .op("launch moe_combine")?;
     Ok(())
 }
 

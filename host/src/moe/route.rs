@@ -1,7 +1,7 @@
 //! Launcher of `moe_route` (gpu/src/moe/route.rs): softmax + top-k of router logits.
 //! CPU twin: host/src/reference/route.rs.
 
-use cudarc::driver::{CudaSlice, LaunchConfig, PushKernelArg};
+use cudarc::driver::{CudaSlice, LaunchConfig};
 use gpu::layout::{MAX_EXPERTS, RouteParams};
 
 use crate::device::{Gpu, KArg, dptr};
@@ -76,12 +76,7 @@ pub fn launch(
     };
     // SAFETY: sizes checked above; the kernel reads n_tokens rows of logits and writes n entries
     // of ids and weights.
-    unsafe {
-        gpu.stream
-            .launch_builder(&gpu.kernels.moe_route)
-            .arg(&p)
-            .launch(cfg)
-    }
-    .op("launch moe_route")?;
+    unsafe { crate::device::launch(&gpu.stream, &gpu.kernels.moe_route, cfg, &p, gpu.pdl) }
+        .op("launch moe_route")?;
     Ok(())
 }

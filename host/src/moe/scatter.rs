@@ -2,7 +2,7 @@
 //! chain of count, offsets, place, quantize and gather.
 //! CPU twin: host/src/reference/scatter.rs.
 
-use cudarc::driver::{CudaStream, LaunchConfig, PushKernelArg};
+use cudarc::driver::{CudaStream, LaunchConfig};
 use gpu::layout::{
     CTA_SCAN_SMEM, MAX_EXPERTS, MMQ_BLOCK_VALUES, Q8_1_MMQ_BYTES, Q8_1_MMQ_PIECES,
     QUANT_BLOCK_THREADS, SCATTER_CHUNK, SCATTER_COUNT_THREADS, SCATTER_GATHER_MIN_ROWS,
@@ -202,12 +202,8 @@ pub unsafe fn launch(gpu: &Gpu, mut p: ScatterParams, forms: ScatterForms) -> Re
             shared_mem_bytes: CTA_SCAN_SMEM as u32,
         };
         // SAFETY: with no tokens the kernel only writes n_experts + 1 bounds.
-        unsafe {
-            s.launch_builder(&k.moe_scatter_offsets)
-                .arg(&arg)
-                .launch(cfg)
-        }
-        .op("launch moe_scatter_offsets")?;
+        unsafe { crate::device::launch(s, &k.moe_scatter_offsets, cfg, &arg, gpu.pdl) }
+            .op("launch moe_scatter_offsets")?;
         return Ok(SideJoin::none());
     }
     let cfg = |grid: (u32, u32, u32), threads: u32, smem: u32| LaunchConfig {
@@ -219,11 +215,17 @@ pub unsafe fn launch(gpu: &Gpu, mut p: ScatterParams, forms: ScatterForms) -> Re
         // SAFETY: buffers sized by the caller per ScatterParams (`chunk_counts` and `xt`
         // unused); a CTA per token with the shared memory the kernel's doc gives.
         unsafe {
-            s.launch_builder(&k.moe_scatter_one).arg(&arg).launch(cfg(
-                (p.n_tokens, 1, 1),
-                QUANT_BLOCK_THREADS as u32,
-                scatter_one_smem(p.n_experts as usize, p.top_k as usize) as u32,
-            ))
+            crate::device::launch(
+                s,
+                &k.moe_scatter_one,
+                cfg(
+                    (p.n_tokens, 1, 1),
+                    QUANT_BLOCK_THREADS as u32,
+                    scatter_one_smem(p.n_experts as usize, p.top_k as usize) as u32,
+                ),
+                &arg,
+                gpu.pdl,
+            )
         }
         .op("launch moe_scatter_one")?;
         return Ok(SideJoin::none());
@@ -235,9 +237,13 @@ pub unsafe fn launch(gpu: &Gpu, mut p: ScatterParams, forms: ScatterForms) -> Re
         // SAFETY: buffers sized by the caller per ScatterParams; a CTA per token. With `xt` it
         // reads `x` only and writes `xt` only.
         unsafe {
-            st.launch_builder(&k.moe_scatter_quantize)
-                .arg(&arg)
-                .launch(cfg((p.n_tokens, 1, 1), QUANT_BLOCK_THREADS as u32, 0))
+            crate::device::launch(
+                st,
+                &k.moe_scatter_quantize,
+                cfg((p.n_tokens, 1, 1), QUANT_BLOCK_THREADS as u32, 0),
+                &arg,
+                gpu.pdl,
+            )
         }
         .op("launch moe_scatter_quantize")
     };
@@ -251,25 +257,30 @@ pub unsafe fn launch(gpu: &Gpu, mut p: ScatterParams, forms: ScatterForms) -> Re
     // SAFETY (every launch): buffers sized by the caller per ScatterParams; grids as the kernels'
     // docs require.
     unsafe {
-        s.launch_builder(&k.moe_scatter_count)
-            .arg(&arg)
-            .launch(cfg(
-                (n_chunks as u32, 1, 1),
-                SCATTER_COUNT_THREADS as u32,
-                smem,
-            ))
-            .op("launch moe_scatter_count")?;
-        s.launch_builder(&k.moe_scatter_offsets)
-            .arg(&arg)
-            .launch(cfg(
+        crate::device::launch(
+            s,
+            &k.moe_scatter_count,
+            cfg((n_chunks as u32, 1, 1), SCATTER_COUNT_THREADS as u32, smem),
+            &arg,
+            gpu.pdl,
+        )
+        .op("launch moe_scatter_count")?;
+        crate::device::launch(
+            s,
+            &k.moe_scatter_offsets,
+            cfg(
                 (1, 1, 1),
                 SCATTER_OFFSETS_THREADS as u32,
                 CTA_SCAN_SMEM as u32,
-            ))
-            .op("launch moe_scatter_offsets")?;
-        s.launch_builder(&k.moe_scatter_place)
-            .arg(&arg)
-            .launch(cfg(
+            ),
+            &arg,
+            gpu.pdl,
+        )
+        .op("launch moe_scatter_offsets")?;
+        crate::device::launch(
+            s,
+            &k.moe_scatter_place,
+            cfg(
                 (
                     (p.n_tokens as usize).div_ceil(SCATTER_PLACE_TOKENS) as u32,
                     1,
@@ -277,8 +288,11 @@ pub unsafe fn launch(gpu: &Gpu, mut p: ScatterParams, forms: ScatterForms) -> Re
                 ),
                 SCATTER_PLACE_THREADS as u32,
                 scatter_place_smem(p.n_experts as usize, p.top_k as usize) as u32,
-            ))
-            .op("launch moe_scatter_place")?;
+            ),
+            &arg,
+            gpu.pdl,
+        )
+        .op("launch moe_scatter_place")?;
     }
     if !gather {
         quantize(s)?;
@@ -288,15 +302,13 @@ pub unsafe fn launch(gpu: &Gpu, mut p: ScatterParams, forms: ScatterForms) -> Re
     side.side_waits_main()?;
     // SAFETY: as above; both of its inputs are ordered before it on the side stream.
     unsafe {
-        gpu.side
-            .stream
-            .launch_builder(&k.moe_scatter_gather)
-            .arg(&arg)
-            .launch(cfg(
-                (gather_ctas, n_kc, 1),
-                SCATTER_GATHER_THREADS as u32,
-                0,
-            ))
+        crate::device::launch(
+            &gpu.side.stream,
+            &k.moe_scatter_gather,
+            cfg((gather_ctas, n_kc, 1), SCATTER_GATHER_THREADS as u32, 0),
+            &arg,
+            gpu.pdl,
+        )
     }
     .op("launch moe_scatter_gather")?;
     Ok(side)

@@ -1,7 +1,7 @@
 //! Launchers of `moe_swiglu_quant` (fused) and of the two-kernel form `moe_swiglu_f32` +
 //! `moe_quantize_q8_1` (gpu/src/moe/swiglu_quant.rs). CPU twin: host/src/reference/swiglu_quant.rs.
 
-use cudarc::driver::{CudaSlice, LaunchConfig, PushKernelArg};
+use cudarc::driver::{CudaSlice, LaunchConfig};
 use gpu::layout::{
     ActLayout, MMQ_BLOCK_VALUES, Q8_1_MMQ_BYTES, QuantizeParams, SWIGLU_QUANT_ROWS,
     SWIGLU_QUANT_THREADS, SwigluParams, SwigluQuantParams, act_layout_of_ggml_type,
@@ -161,10 +161,7 @@ impl SwigluQuantPlan {
         // SAFETY: the plan checked the shape against the kernel's limits and check_buffers the
         // buffer sizes against the shape; the kernel reads gu and writes out within them.
         unsafe {
-            gpu.stream
-                .launch_builder(&gpu.kernels.moe_swiglu_quant)
-                .arg(&p)
-                .launch(cfg)
+            crate::device::launch(&gpu.stream, &gpu.kernels.moe_swiglu_quant, cfg, &p, gpu.pdl)
         }
         .op("launch moe_swiglu_quant")?;
         Ok(())
@@ -211,10 +208,7 @@ impl SwigluQuantPlan {
         });
         // SAFETY: as in `launch`; h holds n_rows * ffn f32 (checked above).
         unsafe {
-            gpu.stream
-                .launch_builder(&gpu.kernels.moe_swiglu_f32)
-                .arg(&sw)
-                .launch(cfg)
+            crate::device::launch(&gpu.stream, &gpu.kernels.moe_swiglu_f32, cfg, &sw, gpu.pdl)
         }
         .op("launch moe_swiglu_f32")?;
         let qp = KArg(QuantizeParams {
@@ -228,10 +222,13 @@ impl SwigluQuantPlan {
         // SAFETY: h is n_rows rows of ffn f32, out was checked for padded_k(ffn)/128 * n_cols
         // blocks; the grid is the same as moe_swiglu_f32's.
         unsafe {
-            gpu.stream
-                .launch_builder(&gpu.kernels.moe_quantize_q8_1)
-                .arg(&qp)
-                .launch(cfg)
+            crate::device::launch(
+                &gpu.stream,
+                &gpu.kernels.moe_quantize_q8_1,
+                cfg,
+                &qp,
+                gpu.pdl,
+            )
         }
         .op("launch moe_quantize_q8_1")?;
         Ok(())

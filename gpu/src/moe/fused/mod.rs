@@ -204,6 +204,7 @@ macro_rules! fused_kernels {
         /// As `experts`, with `p.nt` = 1.
         #[unsafe(no_mangle)]
         pub unsafe extern "ptx-kernel" fn $fused(p: FusedParams) {
+            crate::ptx::grid_dependency_sync();
             // SAFETY: forwarded contract.
             unsafe { dispatch::<$b, 1, false>(&p) }
         }
@@ -215,6 +216,7 @@ macro_rules! fused_kernels {
         /// As `experts`, with `p.nt` = 2.
         #[unsafe(no_mangle)]
         pub unsafe extern "ptx-kernel" fn $wide(p: FusedParams) {
+            crate::ptx::grid_dependency_sync();
             // SAFETY: forwarded contract.
             unsafe { dispatch::<$b, 2, false>(&p) }
         }
@@ -226,6 +228,7 @@ macro_rules! fused_kernels {
         /// As `experts`, with `p.nt` = 1.
         #[unsafe(no_mangle)]
         pub unsafe extern "ptx-kernel" fn $fused_sd(p: FusedParams) {
+            crate::ptx::grid_dependency_sync();
             // SAFETY: forwarded contract.
             unsafe { dispatch::<$b, 1, true>(&p) }
         }
@@ -236,6 +239,7 @@ macro_rules! fused_kernels {
         /// As `experts`, with `p.nt` = 2.
         #[unsafe(no_mangle)]
         pub unsafe extern "ptx-kernel" fn $wide_sd(p: FusedParams) {
+            crate::ptx::grid_dependency_sync();
             // SAFETY: forwarded contract.
             unsafe { dispatch::<$b, 2, true>(&p) }
         }

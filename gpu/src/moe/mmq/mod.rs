@@ -262,6 +262,7 @@ macro_rules! mmq_kernels {
         /// As `mmq`.
         #[unsafe(no_mangle)]
         pub unsafe extern "ptx-kernel" fn $gate_up(p: MmqParams) {
+            crate::ptx::grid_dependency_sync();
             // SAFETY: forwarded contract.
             unsafe { mmq::<$b>(&p) }
         }
@@ -272,6 +273,7 @@ macro_rules! mmq_kernels {
         /// As `mmq`.
         #[unsafe(no_mangle)]
         pub unsafe extern "ptx-kernel" fn $down(p: MmqParams) {
+            crate::ptx::grid_dependency_sync();
             // SAFETY: forwarded contract.
             unsafe { mmq::<$b>(&p) }
         }
@@ -283,6 +285,7 @@ macro_rules! mmq_kernels {
         /// As `pipe::mmq_pipe`.
         #[unsafe(no_mangle)]
         pub unsafe extern "ptx-kernel" fn $pipe(p: MmqParams) {
+            crate::ptx::grid_dependency_sync();
             // SAFETY: forwarded contract.
             unsafe { pipe::mmq_pipe::<$b, false, false, false, false>(&p) }
         }
@@ -294,6 +297,7 @@ macro_rules! mmq_kernels {
         /// As `pipe::mmq_pipe`.
         #[unsafe(no_mangle)]
         pub unsafe extern "ptx-kernel" fn $narrow(p: MmqParams) {
+            crate::ptx::grid_dependency_sync();
             // SAFETY: forwarded contract.
             unsafe { pipe::mmq_pipe::<$b, true, false, false, false>(&p) }
         }
@@ -307,6 +311,7 @@ macro_rules! mmq_kernels {
         #[cfg(gpu_sm90)]
         #[unsafe(no_mangle)]
         pub unsafe extern "ptx-kernel" fn $resident(p: MmqParams) {
+            crate::ptx::grid_dependency_sync();
             // SAFETY: forwarded contract.
             unsafe { pipe::mmq_resident::<$b>(&p) }
         }
@@ -320,6 +325,7 @@ macro_rules! mmq_kernels {
         #[cfg(gpu_sm90)]
         #[unsafe(no_mangle)]
         pub unsafe extern "ptx-kernel" fn $flat_ws(p: MmqParams) {
+            crate::ptx::grid_dependency_sync();
             // SAFETY: forwarded contract.
             unsafe { pipe::mmq_flat_ws::<$b>(&p) }
         }
@@ -335,6 +341,7 @@ macro_rules! mmq_kernels {
         #[cfg(gpu_sm90)]
         #[unsafe(no_mangle)]
         pub unsafe extern "ptx-kernel" fn $narrow_tma(p: MmqParams) {
+            crate::ptx::grid_dependency_sync();
             // SAFETY: forwarded contract.
             unsafe { pipe::mmq_pipe::<$b, true, false, false, true>(&p) }
         }
@@ -346,6 +353,7 @@ macro_rules! mmq_kernels {
         /// As `pipe::mmq_pipe`.
         #[unsafe(no_mangle)]
         pub unsafe extern "ptx-kernel" fn $pipe_sw(p: MmqParams) {
+            crate::ptx::grid_dependency_sync();
             // SAFETY: forwarded contract.
             unsafe { pipe::mmq_pipe::<$b, false, false, true, true>(&p) }
         }
@@ -357,6 +365,7 @@ macro_rules! mmq_kernels {
         /// As `pipe::mmq_pipe`.
         #[unsafe(no_mangle)]
         pub unsafe extern "ptx-kernel" fn $narrow_sw(p: MmqParams) {
+            crate::ptx::grid_dependency_sync();
             // SAFETY: forwarded contract.
             unsafe { pipe::mmq_pipe::<$b, true, false, true, false>(&p) }
         }
@@ -368,6 +377,7 @@ macro_rules! mmq_kernels {
         /// As `pipe::mmq_pipe`.
         #[unsafe(no_mangle)]
         pub unsafe extern "ptx-kernel" fn $flat(p: MmqParams) {
+            crate::ptx::grid_dependency_sync();
             // SAFETY: forwarded contract.
             unsafe { pipe::mmq_pipe::<$b, false, true, false, false>(&p) }
         }
@@ -379,6 +389,7 @@ macro_rules! mmq_kernels {
         /// As `pipe::mmq_pipe`.
         #[unsafe(no_mangle)]
         pub unsafe extern "ptx-kernel" fn $flat_sw(p: MmqParams) {
+            crate::ptx::grid_dependency_sync();
             // SAFETY: forwarded contract.
             unsafe { pipe::mmq_pipe::<$b, false, true, true, true>(&p) }
         }

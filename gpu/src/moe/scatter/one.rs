@@ -45,6 +45,7 @@ unsafe fn lane_x4(p: &ScatterParams, t: u32, kc: u32) -> (u32, [f32; 4]) {
 /// bytes of dynamic shared memory; grid n_tokens CTAs of `QUANT_BLOCK_THREADS` threads.
 #[unsafe(no_mangle)]
 pub unsafe extern "ptx-kernel" fn moe_scatter_one(p: ScatterParams) {
+    crate::ptx::grid_dependency_sync();
     let t = ctaid_x();
     let tid = tid_x();
     let n_e = p.n_experts;

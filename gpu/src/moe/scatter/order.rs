@@ -17,6 +17,7 @@ use crate::ptx::{
 /// shared memory; grid `ceil(n_tokens / 256)` CTAs of 256 threads.
 #[unsafe(no_mangle)]
 pub unsafe extern "ptx-kernel" fn moe_scatter_count(p: ScatterParams) {
+    crate::ptx::grid_dependency_sync();
     let smem = smem_base();
     let tid = tid_x();
     let mut e = tid;
@@ -79,6 +80,7 @@ unsafe fn chunk_batch(
 /// one CTA of `SCATTER_OFFSETS_THREADS` threads.
 #[unsafe(no_mangle)]
 pub unsafe extern "ptx-kernel" fn moe_scatter_offsets(p: ScatterParams) {
+    crate::ptx::grid_dependency_sync();
     let n_chunks = p.n_tokens.div_ceil(SCATTER_CHUNK as u32);
     let counts = p.chunk_counts as *mut u32;
     let bounds = p.expert_bounds as *mut u32;
@@ -131,6 +133,7 @@ pub unsafe extern "ptx-kernel" fn moe_scatter_offsets(p: ScatterParams) {
 /// threads.
 #[unsafe(no_mangle)]
 pub unsafe extern "ptx-kernel" fn moe_scatter_place(p: ScatterParams) {
+    crate::ptx::grid_dependency_sync();
     let counters = smem_base();
     let masks = counters + 4 * p.n_experts;
     let ids_s = masks + 4 * p.n_experts;

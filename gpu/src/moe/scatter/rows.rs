@@ -14,6 +14,7 @@ use crate::ptx::{ctaid_x, ctaid_y, lane_id, ld_nc_v4_f32, ld_nc_v4_u32, st_v4_u3
 /// (hidden a multiple of 4); grid n_tokens CTAs of 256 threads.
 #[unsafe(no_mangle)]
 pub unsafe extern "ptx-kernel" fn moe_scatter_quantize(p: ScatterParams) {
+    crate::ptx::grid_dependency_sync();
     let t = ctaid_x();
     let n_chunks = (padded_k(p.hidden as usize) / MMQ_BLOCK_VALUES) as u32;
     let mut kc = tid_x() / 32;
@@ -50,6 +51,7 @@ pub unsafe extern "ptx-kernel" fn moe_scatter_quantize(p: ScatterParams) {
 /// padded_k(hidden) / 128)` CTAs of `SCATTER_GATHER_THREADS` threads.
 #[unsafe(no_mangle)]
 pub unsafe extern "ptx-kernel" fn moe_scatter_gather(p: ScatterParams) {
+    crate::ptx::grid_dependency_sync();
     const THREADS: u32 = SCATTER_GATHER_THREADS as u32;
     const PIECES: u32 = Q8_1_MMQ_PIECES as u32;
     let n_rows = p.n_tokens * p.top_k;

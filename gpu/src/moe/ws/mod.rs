@@ -75,6 +75,7 @@ macro_rules! ws_kernels {
         /// As `ws`.
         #[unsafe(no_mangle)]
         pub unsafe extern "ptx-kernel" fn $c16(p: MmqParams) {
+            crate::ptx::grid_dependency_sync();
             // SAFETY: forwarded contract.
             unsafe { ws::<$b, 16>(&p) }
         }
@@ -85,6 +86,7 @@ macro_rules! ws_kernels {
         /// As `ws`.
         #[unsafe(no_mangle)]
         pub unsafe extern "ptx-kernel" fn $c32(p: MmqParams) {
+            crate::ptx::grid_dependency_sync();
             // SAFETY: forwarded contract.
             unsafe { ws::<$b, 32>(&p) }
         }
@@ -95,6 +97,7 @@ macro_rules! ws_kernels {
         /// As `ws`.
         #[unsafe(no_mangle)]
         pub unsafe extern "ptx-kernel" fn $c64(p: MmqParams) {
+            crate::ptx::grid_dependency_sync();
             // SAFETY: forwarded contract.
             unsafe { ws::<$b, 64>(&p) }
         }
@@ -105,6 +108,7 @@ macro_rules! ws_kernels {
         /// As `ws` with 16-row tiles.
         #[unsafe(no_mangle)]
         pub unsafe extern "ptx-kernel" fn $fast16(p: MmqParams) {
+            crate::ptx::grid_dependency_sync();
             // SAFETY: forwarded contract.
             unsafe { ws_fast::<$b, 16>(&p) }
         }
@@ -115,6 +119,7 @@ macro_rules! ws_kernels {
         /// As `ws` with 32-row tiles.
         #[unsafe(no_mangle)]
         pub unsafe extern "ptx-kernel" fn $fast32(p: MmqParams) {
+            crate::ptx::grid_dependency_sync();
             // SAFETY: forwarded contract.
             unsafe { ws_fast::<$b, 32>(&p) }
         }

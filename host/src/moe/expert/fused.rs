@@ -4,7 +4,7 @@
 //! Kernels: gpu/src/moe/fused/ (`moe_experts_<gate_up>_fused`).
 
 use cudarc::driver::sys::CUfunction_attribute as FnAttr;
-use cudarc::driver::{CudaSlice, LaunchConfig, PushKernelArg};
+use cudarc::driver::{CudaSlice, LaunchConfig};
 use gpu::layout::{
     FUSED_COL_UNIT, FUSED_MAX_STAGES, FUSED_MIN_STAGES, FUSED_NT, FUSED_ROWS, FUSED_THREADS,
     FusedParams, FusedSmem, MMQ_KSTEP, SM_REGISTERS, WType, fused_sub_steps,
@@ -282,7 +282,7 @@ impl ExpertPlan for FusedPlan {
             // ends (DeviceLayer::upload); xq holds hidden_padded / 128 chunks of n_rows blocks;
             // the tiles cover rows < n_rows at the kernel's width; row_dst and dm hold n_rows
             // rows; the shared memory is the plan's layout, opted into at construction.
-            unsafe { gpu.stream.launch_builder(func).arg(&p).launch(cfg) }.op(name)?;
+            unsafe { crate::device::launch(&gpu.stream, func, cfg, &p, gpu.pdl) }.op(name)?;
         }
         mark(0)
     }

@@ -3,7 +3,7 @@
 //! or built on the device by `moe_expert_tiles` (gpu/src/moe/tiles.rs) with no read-back, into
 //! the list the host builds in expert order, padded with tiles of no rows.
 
-use cudarc::driver::{CudaSlice, LaunchConfig, PushKernelArg};
+use cudarc::driver::{CudaSlice, LaunchConfig};
 use gpu::layout::{
     CTA_SCAN_SMEM, EXPERT_TILES_THREADS, ExpertTilesParams, MmqTile, TILES_BODY, TILES_TAILS,
     expert_tile_range,
@@ -146,10 +146,13 @@ pub unsafe fn build_on_device(
     // SAFETY: bounds per the caller; the tile buffer holds n_slots tiles; one CTA of
     // EXPERT_TILES_THREADS threads with the scan's shared memory.
     unsafe {
-        gpu.stream
-            .launch_builder(&gpu.kernels.moe_expert_tiles)
-            .arg(&arg)
-            .launch(cfg)
+        crate::device::launch(
+            &gpu.stream,
+            &gpu.kernels.moe_expert_tiles,
+            cfg,
+            &arg,
+            gpu.pdl,
+        )
     }
     .op("launch moe_expert_tiles")?;
     Ok(())

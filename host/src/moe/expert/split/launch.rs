@@ -1,7 +1,7 @@
 //! Queueing a split plan's stages (split.rs): each product's parameters, kernel, tile list and
 //! launch, and `moe_swiglu_quant` between them.
 
-use cudarc::driver::{CudaFunction, LaunchConfig, PushKernelArg};
+use cudarc::driver::{CudaFunction, LaunchConfig};
 use gpu::layout::{
     MMQ_ROWS, MMQ_THREADS, MMQ_WS_THREADS, MmqParams, MmqResidentSmem, WS_COLS, WS_ROWS,
     WS_THREADS, WType, resident_row_tiles, ws_smem_bytes,
@@ -312,6 +312,6 @@ unsafe fn launch_tiles(
     };
     let arg = KArg(p);
     // SAFETY: forwarded from the caller.
-    unsafe { gpu.stream.launch_builder(func).arg(&arg).launch(cfg) }.op(name)?;
+    unsafe { crate::device::launch(&gpu.stream, func, cfg, &arg, gpu.pdl) }.op(name)?;
     Ok(())
 }
