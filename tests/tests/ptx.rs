@@ -1,7 +1,8 @@
 //! Reads the embedded PTX modules (no GPU needed): each target holds exactly the kernels the host
 //! expects of it, nothing calls an undefined function, the hot kernels keep their arrays in
 //! registers (no `.local`), have no panic path (`trap`), and use only our exact float arithmetic
-//! (no `.approx`, no `.ftz`). The sm_60 module (compiled as sm_70 and re-labelled by the builder)
+//! (no `.approx`, no `.ftz`); on sm_90 every layer kernel waits for its predecessor
+//! (`griddepcontrol.wait`) before it touches memory. The sm_60 module (compiled as sm_70 and re-labelled by the builder)
 //! uses no instruction newer than sm_60 and assembles for sm_60 (ptx/sm60.rs). Each module splits
 //! into one module a kernel, as the host loads them, and each of those assembles (ptx/split.rs).
 
@@ -120,6 +121,55 @@ fn hot_kernels_have_no_local_memory_no_trap_and_exact_floats() {
             let body = kernel_body(ptx, name).expect("present");
             for bad in [".local", "trap", ".approx", ".ftz", "call"] {
                 assert!(!body.contains(bad), "sm_{arch} {name}: contains `{bad}`");
+            }
+        }
+    }
+}
+
+#[test]
+fn layer_kernels_wait_for_their_predecessor_before_any_memory_access() {
+    // The host queues every kernel of the layer on sm_90 as a programmatic dependent launch
+    // (host/src/device/launch.rs): its CTAs may run while the kernel before it still does, so
+    // each must execute `griddepcontrol.wait` before it reads or writes global or shared memory
+    // or meets a barrier (`gpu::ptx::grid_dependency_sync`). Below sm_90 nothing of it is there.
+    let before_wait = |body: &str| -> Option<String> {
+        let at = body.find("griddepcontrol.wait;")?;
+        Some(body[..at].to_string())
+    };
+    for (arch, ptx) in MODULES {
+        for name in kernel_names_in(arch)
+            .into_iter()
+            .filter(|n| n.starts_with("moe_") && *n != "moe_hold")
+        {
+            let body = kernel_body(ptx, name).expect("present");
+            if arch < 90 {
+                assert!(!body.contains("griddepcontrol"), "sm_{arch} {name}");
+                continue;
+            }
+            let head = before_wait(body)
+                .unwrap_or_else(|| panic!("sm_{arch} {name}: no griddepcontrol.wait"));
+            assert!(
+                head.contains("griddepcontrol.launch_dependents;"),
+                "sm_{arch} {name}: no launch_dependents before the wait"
+            );
+            for bad in [
+                ".global", ".shared", "cp.async", "atom.", "red.", "bar.", "mbarrier", "ld.", "st.",
+            ] {
+                // The kernel's parameters may be read first (`ld.param`): they are its own.
+                let hits = head.matches(bad).count()
+                    - head.matches("ld.param").count() * (bad == "ld.") as usize;
+                assert_eq!(
+                    hits, 0,
+                    "sm_{arch} {name}: `{bad}` before griddepcontrol.wait"
+                );
+            }
+        }
+    }
+    // The hold kernel and the probes are launched plainly and hold none of it.
+    for (_, ptx) in MODULES {
+        for name in ["moe_hold", "probe_read_bandwidth"] {
+            if let Some(body) = kernel_body(ptx, name) {
+                assert!(!body.contains("griddepcontrol"), "{name}");
             }
         }
     }
