@@ -245,6 +245,7 @@ fn run_layer(
         MmqTma::from_env()?.describe(&dev.ptrs(gpu), gpu.info.ptx_arch)
     );
     println!("{}", timing_line(a.hold_us));
+    println!("{}", launch_line(gpu.pdl));
     let mut pf = Prefill::new(gpu, s, cap, choice)?;
     for &t in &a.tokens {
         let x = host::synth::normal_f32(a.seed ^ t as u64, t * s.hidden, 1.0);
@@ -300,6 +301,16 @@ fn run_layer(
         );
     }
     Ok(())
+}
+
+/// How the layer's kernels are queued, for the table's header.
+pub fn launch_line(pdl: bool) -> String {
+    if pdl {
+        "launches: programmatic dependent launches (each kernel's CTAs scheduled during the last wave of the one before, waiting there for it; MOE_PDL=off: plain)".to_string()
+    } else {
+        "launches: plain (programmatic dependent launch needs the sm_90 module; off by MOE_PDL=off)"
+            .to_string()
+    }
 }
 
 /// How the runs are timed, for the table's header.
