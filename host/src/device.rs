@@ -22,7 +22,7 @@ pub use kernels::{
     BULK_KERNELS, FORMAT_KERNELS, FormatKernels, Kernels, MMA_KERNELS, format_kernel_names,
     kernel_names, kernel_names_in,
 };
-pub use launch::{PDL_VAR, Pdl, launch};
+pub use launch::PDL_VAR;
 pub use side::{Side, SideJoin};
 pub use tma::{TMA_MAP_BYTES, encode as encode_tma_map};
 
@@ -219,7 +219,7 @@ impl Gpu {
             .new_stream_with_priority(greatest)
             .op("cuStreamCreateWithPriority (main stream)")?;
         let side = Side::new(&ctx, least)?;
-        let pdl = ptx_arch >= 90 && Pdl::from_env()? == Pdl::On;
+        let pdl = ptx_arch >= 90 && launch::pdl_from_env()?;
         Ok(Gpu {
             ctx,
             stream,

@@ -28,7 +28,7 @@ pub use bulk::*;
 /// `griddepcontrol.launch_dependents; griddepcontrol.wait;` [9.7.13.x, sm_90]: at a kernel's
 /// entry, lets the stream's next kernel be scheduled once every CTA of this one has started,
 /// then waits until the kernel this one follows has completed and its writes are visible. A
-/// kernel launched with the programmatic-serialization attribute (host: `device::launch`) so
+/// kernel launched with the programmatic-serialization attribute (host: `Gpu::launch`) so
 /// has its CTAs scheduled during its predecessor's last wave; launched without it, both
 /// instructions do nothing. Compiled to nothing below sm_90. A memory clobber: no load or
 /// store of the kernel moves above it.

@@ -70,7 +70,7 @@ pub fn launch(
         shared_mem_bytes: 0,
     };
     // SAFETY: sizes checked above.
-    unsafe { crate::device::launch(&gpu.stream, &gpu.kernels.moe_combine, cfg, &p, gpu.pdl) }
+    unsafe { gpu.launch(&gpu.stream, &gpu.kernels.moe_combine, cfg, &p) }
         .op("launch moe_combine")?;
     Ok(())
 }

@@ -76,7 +76,6 @@ pub fn launch(
     };
     // SAFETY: sizes checked above; the kernel reads n_tokens rows of logits and writes n entries
     // of ids and weights.
-    unsafe { crate::device::launch(&gpu.stream, &gpu.kernels.moe_route, cfg, &p, gpu.pdl) }
-        .op("launch moe_route")?;
+    unsafe { gpu.launch(&gpu.stream, &gpu.kernels.moe_route, cfg, &p) }.op("launch moe_route")?;
     Ok(())
 }

@@ -202,7 +202,7 @@ pub unsafe fn launch(gpu: &Gpu, mut p: ScatterParams, forms: ScatterForms) -> Re
             shared_mem_bytes: CTA_SCAN_SMEM as u32,
         };
         // SAFETY: with no tokens the kernel only writes n_experts + 1 bounds.
-        unsafe { crate::device::launch(s, &k.moe_scatter_offsets, cfg, &arg, gpu.pdl) }
+        unsafe { gpu.launch(s, &k.moe_scatter_offsets, cfg, &arg) }
             .op("launch moe_scatter_offsets")?;
         return Ok(SideJoin::none());
     }
@@ -215,7 +215,7 @@ pub unsafe fn launch(gpu: &Gpu, mut p: ScatterParams, forms: ScatterForms) -> Re
         // SAFETY: buffers sized by the caller per ScatterParams (`chunk_counts` and `xt`
         // unused); a CTA per token with the shared memory the kernel's doc gives.
         unsafe {
-            crate::device::launch(
+            gpu.launch(
                 s,
                 &k.moe_scatter_one,
                 cfg(
@@ -224,7 +224,6 @@ pub unsafe fn launch(gpu: &Gpu, mut p: ScatterParams, forms: ScatterForms) -> Re
                     scatter_one_smem(p.n_experts as usize, p.top_k as usize) as u32,
                 ),
                 &arg,
-                gpu.pdl,
             )
         }
         .op("launch moe_scatter_one")?;
@@ -237,12 +236,11 @@ pub unsafe fn launch(gpu: &Gpu, mut p: ScatterParams, forms: ScatterForms) -> Re
         // SAFETY: buffers sized by the caller per ScatterParams; a CTA per token. With `xt` it
         // reads `x` only and writes `xt` only.
         unsafe {
-            crate::device::launch(
+            gpu.launch(
                 st,
                 &k.moe_scatter_quantize,
                 cfg((p.n_tokens, 1, 1), QUANT_BLOCK_THREADS as u32, 0),
                 &arg,
-                gpu.pdl,
             )
         }
         .op("launch moe_scatter_quantize")
@@ -257,15 +255,14 @@ pub unsafe fn launch(gpu: &Gpu, mut p: ScatterParams, forms: ScatterForms) -> Re
     // SAFETY (every launch): buffers sized by the caller per ScatterParams; grids as the kernels'
     // docs require.
     unsafe {
-        crate::device::launch(
+        gpu.launch(
             s,
             &k.moe_scatter_count,
             cfg((n_chunks as u32, 1, 1), SCATTER_COUNT_THREADS as u32, smem),
             &arg,
-            gpu.pdl,
         )
         .op("launch moe_scatter_count")?;
-        crate::device::launch(
+        gpu.launch(
             s,
             &k.moe_scatter_offsets,
             cfg(
@@ -274,10 +271,9 @@ pub unsafe fn launch(gpu: &Gpu, mut p: ScatterParams, forms: ScatterForms) -> Re
                 CTA_SCAN_SMEM as u32,
             ),
             &arg,
-            gpu.pdl,
         )
         .op("launch moe_scatter_offsets")?;
-        crate::device::launch(
+        gpu.launch(
             s,
             &k.moe_scatter_place,
             cfg(
@@ -290,7 +286,6 @@ pub unsafe fn launch(gpu: &Gpu, mut p: ScatterParams, forms: ScatterForms) -> Re
                 scatter_place_smem(p.n_experts as usize, p.top_k as usize) as u32,
             ),
             &arg,
-            gpu.pdl,
         )
         .op("launch moe_scatter_place")?;
     }
@@ -302,12 +297,11 @@ pub unsafe fn launch(gpu: &Gpu, mut p: ScatterParams, forms: ScatterForms) -> Re
     side.side_waits_main()?;
     // SAFETY: as above; both of its inputs are ordered before it on the side stream.
     unsafe {
-        crate::device::launch(
+        gpu.launch(
             &gpu.side.stream,
             &k.moe_scatter_gather,
             cfg((gather_ctas, n_kc, 1), SCATTER_GATHER_THREADS as u32, 0),
             &arg,
-            gpu.pdl,
         )
     }
     .op("launch moe_scatter_gather")?;

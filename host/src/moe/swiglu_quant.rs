@@ -160,10 +160,8 @@ impl SwigluQuantPlan {
         });
         // SAFETY: the plan checked the shape against the kernel's limits and check_buffers the
         // buffer sizes against the shape; the kernel reads gu and writes out within them.
-        unsafe {
-            crate::device::launch(&gpu.stream, &gpu.kernels.moe_swiglu_quant, cfg, &p, gpu.pdl)
-        }
-        .op("launch moe_swiglu_quant")?;
+        unsafe { gpu.launch(&gpu.stream, &gpu.kernels.moe_swiglu_quant, cfg, &p) }
+            .op("launch moe_swiglu_quant")?;
         Ok(())
     }
 
@@ -207,10 +205,8 @@ impl SwigluQuantPlan {
             interleaved: s.interleaved as u32,
         });
         // SAFETY: as in `launch`; h holds n_rows * ffn f32 (checked above).
-        unsafe {
-            crate::device::launch(&gpu.stream, &gpu.kernels.moe_swiglu_f32, cfg, &sw, gpu.pdl)
-        }
-        .op("launch moe_swiglu_f32")?;
+        unsafe { gpu.launch(&gpu.stream, &gpu.kernels.moe_swiglu_f32, cfg, &sw) }
+            .op("launch moe_swiglu_f32")?;
         let qp = KArg(QuantizeParams {
             x: dptr(h, &gpu.stream),
             out: dptr(out, &gpu.stream),
@@ -221,16 +217,8 @@ impl SwigluQuantPlan {
         });
         // SAFETY: h is n_rows rows of ffn f32, out was checked for padded_k(ffn)/128 * n_cols
         // blocks; the grid is the same as moe_swiglu_f32's.
-        unsafe {
-            crate::device::launch(
-                &gpu.stream,
-                &gpu.kernels.moe_quantize_q8_1,
-                cfg,
-                &qp,
-                gpu.pdl,
-            )
-        }
-        .op("launch moe_quantize_q8_1")?;
+        unsafe { gpu.launch(&gpu.stream, &gpu.kernels.moe_quantize_q8_1, cfg, &qp) }
+            .op("launch moe_quantize_q8_1")?;
         Ok(())
     }
 }

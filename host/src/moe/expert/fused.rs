@@ -282,7 +282,7 @@ impl ExpertPlan for FusedPlan {
             // ends (DeviceLayer::upload); xq holds hidden_padded / 128 chunks of n_rows blocks;
             // the tiles cover rows < n_rows at the kernel's width; row_dst and dm hold n_rows
             // rows; the shared memory is the plan's layout, opted into at construction.
-            unsafe { crate::device::launch(&gpu.stream, func, cfg, &p, gpu.pdl) }.op(name)?;
+            unsafe { gpu.launch(&gpu.stream, func, cfg, &p) }.op(name)?;
         }
         mark(0)
     }

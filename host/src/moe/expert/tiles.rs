@@ -145,16 +145,8 @@ pub unsafe fn build_on_device(
     };
     // SAFETY: bounds per the caller; the tile buffer holds n_slots tiles; one CTA of
     // EXPERT_TILES_THREADS threads with the scan's shared memory.
-    unsafe {
-        crate::device::launch(
-            &gpu.stream,
-            &gpu.kernels.moe_expert_tiles,
-            cfg,
-            &arg,
-            gpu.pdl,
-        )
-    }
-    .op("launch moe_expert_tiles")?;
+    unsafe { gpu.launch(&gpu.stream, &gpu.kernels.moe_expert_tiles, cfg, &arg) }
+        .op("launch moe_expert_tiles")?;
     Ok(())
 }
 

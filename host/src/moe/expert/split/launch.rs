@@ -312,6 +312,6 @@ unsafe fn launch_tiles(
     };
     let arg = KArg(p);
     // SAFETY: forwarded from the caller.
-    unsafe { crate::device::launch(&gpu.stream, func, cfg, &arg, gpu.pdl) }.op(name)?;
+    unsafe { gpu.launch(&gpu.stream, func, cfg, &arg) }.op(name)?;
     Ok(())
 }
