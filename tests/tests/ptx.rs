@@ -2,9 +2,10 @@
 //! expects of it, nothing calls an undefined function, the hot kernels keep their arrays in
 //! registers (no `.local`), have no panic path (`trap`), and use only our exact float arithmetic
 //! (no `.approx`, no `.ftz`); on sm_90 every layer kernel waits for its predecessor
-//! (`griddepcontrol.wait`) before it touches memory. The sm_60 module (compiled as sm_70 and re-labelled by the builder)
-//! uses no instruction newer than sm_60 and assembles for sm_60 (ptx/sm60.rs). Each module splits
-//! into one module a kernel, as the host loads them, and each of those assembles (ptx/split.rs).
+//! (`griddepcontrol.wait`) before it touches memory. The sm_60 module (compiled as sm_70 and
+//! re-labelled by the builder) uses no instruction newer than sm_60 and assembles for sm_60
+//! (ptx/sm60.rs). Each module splits into one module a kernel, as the host loads them, and each
+//! of those assembles (ptx/split.rs).
 
 use host::device::{kernel_names, kernel_names_in};
 use host::ptx::MODULES;
@@ -163,11 +164,11 @@ fn layer_kernels_wait_for_their_predecessor_before_any_memory_access() {
         }
     }
     // The hold kernel and the probes are launched plainly and hold none of it.
-    for (_, ptx) in MODULES {
+    for (arch, ptx) in MODULES {
         for name in ["moe_hold", "probe_read_bandwidth"] {
-            if let Some(body) = kernel_body(ptx, name) {
-                assert!(!body.contains("griddepcontrol"), "{name}");
-            }
+            let body = kernel_body(ptx, name)
+                .unwrap_or_else(|| panic!("sm_{arch}: {name} is not in the module"));
+            assert!(!body.contains("griddepcontrol"), "sm_{arch} {name}");
         }
     }
 }
