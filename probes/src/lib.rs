@@ -3,6 +3,8 @@
 //! memory (no copies, no decode, no barrier in the loop): what each form issues on its own.
 //! The values are zeros: only the time is read (scripts/probe_issue.py). Built by
 //! scripts/build_probes.sh for sm_90a (`wgmma`); src/wg.rs and src/ep.rs come from gen.py.
+//! src/hmma_exact.rs is of another kind: an exactness check of the 16-bit-float `mma` on
+//! integers (scripts/probe_hmma_exact.py).
 #![no_std]
 #![feature(abi_ptx, asm_experimental_arch, stdarch_nvptx, core_float_math)]
 #![allow(clippy::missing_safety_doc)]
@@ -24,6 +26,7 @@ mod shared;
 
 // The mma.sync group loop and its forms; the `wgmma` form.
 mod group_loop;
+mod hmma_exact;
 mod wgmma_form;
 use group_loop::{
     AHEAD, AHEAD2, BARRIER, FFMA_ONLY, HALF, MMA_ONLY, PREFETCH, ROLLED, UNROLLED, mma_loop,
