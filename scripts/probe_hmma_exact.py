@@ -5,10 +5,11 @@ hmma_exact.rs, built by scripts/build_probes.sh), on a GPU with CuPy:
     python3 scripts/probe_hmma_exact.py PTX [CASES]
 
 For `mma.sync m16n8k16 .f32.f16.f16.f32` and its `.bf16` form, CASES random 16 x 16 x 8 cases
-of each regime - small values (|v| <= 3: a mismatch there is a layout error); weights from IQ2_XS / IQ2_S's grid magnitudes {8, 25, 43} with random signs, or
-any int8; activations any int8 (q8_1's values); all at the extremes (+-127, -128); sums that
-cancel large products down to a few units - each with C = 0, C = 12582912 (MAGIC) and random
-integer C in +-2^20. Every D must equal C + A B exactly (all of them are integers below 2^24,
+of each regime - small values (|v| <= 3: exact under any accumulation, so a mismatch there is a
+fragment-layout error); weights from IQ2_XS / IQ2_S's grid magnitudes {8, 25, 43} with random
+signs, or any int8; activations any int8 (q8_1's values); all at the extremes (+-127, -128);
+sums that cancel large products down to a few units - each with C = 0, C = 12582912 (MAGIC) and
+random integer C in +-2^20. Every D must equal C + A B exactly (all of them are integers below 2^24,
 so exact in f32). Prints the mismatches per dtype and regime; exit status 1 if any.
 """
 import subprocess, sys
