@@ -64,7 +64,12 @@ macro_rules! hmma_kernel {
     ($name:ident, $ty:literal) => {
         /// One case a CTA of 32 threads: D = C + A B by the tensor core (see the module doc).
         #[unsafe(no_mangle)]
-        pub unsafe extern "ptx-kernel" fn $name(a: *const u16, b: *const u16, c: *const f32, d: *mut f32) {
+        pub unsafe extern "ptx-kernel" fn $name(
+            a: *const u16,
+            b: *const u16,
+            c: *const f32,
+            d: *mut f32,
+        ) {
             let lane = (super::tid() & 31) as usize;
             let t = super::ctaid() as usize;
             // SAFETY: the launch gives one CTA a case and buffers for all of them.
