@@ -5,8 +5,10 @@
 
 Assembles each PTX file with ptxas, disassembles the cubin with cuobjdump (both from NVIDIA's
 CUDA wheels: nvidia-cuda-nvcc-cu12 has ptxas; nvidia-cuda-cuobjdump and nvidia-cuda-nvdisasm
-the other two; set PTXAS / CUOBJDUMP or put them on PATH) and prints, for every kernel whose
-name matches REGEX (default: the pipelined, flat, narrow and resident MMQ kernels):
+the other two, whose 13.x binaries read ptxas 12.9's sm_90 cubins; cuobjdump runs the nvdisasm
+that sits beside it, so unpack both wheels' bin/ into one folder; set PTXAS / CUOBJDUMP or put
+them on PATH) and prints, for every kernel whose name matches REGEX (default: the pipelined,
+flat, narrow and resident MMQ kernels):
 
 - `sass`: the kernel's SASS instructions;
 - `kstep`: the instructions one thread issues in one trip of the K loop where every 8-column
