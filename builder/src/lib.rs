@@ -236,9 +236,6 @@ pub fn ensure_toolchain() -> Result<(), BuildError> {
     if core_src.exists() {
         return Ok(());
     }
-    println!(
-        "cargo:warning=installing rust-src for the {NIGHTLY} toolchain (needed to build core for nvptx)"
-    );
     let st = Command::new("rustup")
         .args(["component", "add", "rust-src", "--toolchain", NIGHTLY])
         .status()
@@ -246,6 +243,12 @@ pub fn ensure_toolchain() -> Result<(), BuildError> {
     if !st.success() || !core_src.exists() {
         return Err(BuildError::NoRustSrc(format!("rustup exited with {st}")));
     }
+    // Worded as done, not as under way: cargo repeats a build script's warnings on every later
+    // build until the script runs again.
+    println!(
+        "cargo:warning=rust-src was missing from the {NIGHTLY} toolchain: installed it with rustup \
+         (needed to build core for nvptx)"
+    );
     Ok(())
 }
 
